@@ -1,0 +1,144 @@
+"""`.agentrun.toml`: one pydantic model, one loader (DESIGN §10).
+
+A wrong key or value fails with the file, the key path and what was expected.
+An empty file is valid. The config a build runs under is snapshotted into its
+``build.created`` event, so replay never depends on today's file.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from agentrun.errors import ConfigError
+
+CONFIG_FILE = ".agentrun.toml"
+PHASE_ROLES = ("plan", "plan-review", "implement", "code-review", "verify", "finalize")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RuntimeConfig(_Model):
+    """One named runtime. ``script`` plays a scripted agent; ``command`` runs any program."""
+
+    kind: Literal["script", "command"]
+    script: str | None = None
+    command: tuple[str, ...] | None = None
+    prompt: Literal["stdin", "arg"] = "stdin"
+    env: dict[str, str] = Field(default_factory=dict)
+    model: str | None = None
+
+    @model_validator(mode="after")
+    def _needs_its_input(self) -> RuntimeConfig:
+        if self.kind == "script" and not self.script:
+            raise ValueError('a script runtime needs `script = "path/to/script.toml"`')
+        if self.kind == "command" and not self.command:
+            raise ValueError('a command runtime needs `command = ["program", "arg", ...]`')
+        return self
+
+
+class Policy(_Model):
+    max_phase_attempts: int = Field(default=2, ge=1)
+    max_review_rounds: int = Field(default=3, ge=1)
+    session_budget_seconds: float = Field(default=1800, gt=0)
+    check_timeout_seconds: float = Field(default=600, gt=0)
+
+
+class Pipeline(_Model):
+    plan_review: bool = True
+    code_review: bool = True
+
+
+class VerifyStep(_Model):
+    """A deterministic ``command`` run in the worktree, or an ``agent`` verify (a role name)."""
+
+    name: str
+    command: str | None = None
+    agent: str | None = None
+    paths: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> VerifyStep:
+        if (self.command is None) == (self.agent is None):
+            raise ValueError(f"step {self.name!r} needs exactly one of `command` or `agent`")
+        return self
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        if not value or any(c in value for c in " /@:\t\n"):
+            raise ValueError("a step name must be a plain word (no spaces, '/', '@' or ':')")
+        return value
+
+
+class FinalizeStep(VerifyStep):
+    """Failure-tolerant: a failure is recorded as an observation, never turns a build red."""
+
+
+class ForgeConfig(_Model):
+    kind: Literal["local"] = "local"
+
+
+class Config(_Model):
+    roles: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    runtimes: dict[str, RuntimeConfig] = Field(default_factory=dict)
+    policy: Policy = Policy()
+    pipeline: Pipeline = Pipeline()
+    verify: tuple[VerifyStep, ...] = ()
+    finalize: tuple[FinalizeStep, ...] = ()
+    forge: ForgeConfig = ForgeConfig()
+
+    @field_validator("roles", mode="before")
+    @classmethod
+    def _role_lists(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: [v] if isinstance(v, str) else v for k, v in value.items()}
+        return value
+
+    @model_validator(mode="after")
+    def _unique_steps(self) -> Config:
+        for group, steps in (("verify", self.verify), ("finalize", self.finalize)):
+            names = [s.name for s in steps]
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                raise ValueError(f"[[{group}]] step names must be unique: {', '.join(dupes)}")
+        return self
+
+    def runtimes_for(self, role: str) -> tuple[str, ...]:
+        """The runtimes a role is routed to: its own entry, else `default`, else empty."""
+        return self.roles.get(role) or self.roles.get("default") or ()
+
+
+def parse_config(text: str, source: str) -> Config:
+    """Validate TOML text; ``source`` names the file in errors."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    return config_from_data(data, source)
+
+
+def config_from_data(data: dict[str, Any], source: str) -> Config:
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        path = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        where = f" at `{path}`" if path else ""
+        raise ConfigError(f"{source}{where}: {msg}") from None
+
+
+def load_config(root: Path) -> Config:
+    """The repository's config from its working tree; an absent file means defaults."""
+    path = root / CONFIG_FILE
+    if not path.exists():
+        return Config()
+    return parse_config(path.read_text(encoding="utf-8"), str(path))

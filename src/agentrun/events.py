@@ -1,0 +1,545 @@
+"""The event catalog: a frozen pydantic model per event type, and the envelope around it.
+
+An event is stored as one commit: ``"<type>: <summary>"``, a blank line, then the
+envelope as JSON (DESIGN §2). Payloads form a discriminated union on ``type``; an
+unknown type or a payload that does not validate is refused with a clear error.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from agentrun.errors import InvalidEventError, MalformedEventError
+
+SCHEMA_VERSION = 1
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --- actors -----------------------------------------------------------------
+
+
+class KernelActor(Frozen):
+    kind: Literal["kernel"] = "kernel"
+
+
+class AgentActor(Frozen):
+    kind: Literal["agent"] = "agent"
+    role: str
+    session: str
+
+
+class HumanActor(Frozen):
+    kind: Literal["human"] = "human"
+    login: str
+
+
+Actor = Annotated[KernelActor | AgentActor | HumanActor, Field(discriminator="kind")]
+
+
+def describe_actor(actor: KernelActor | AgentActor | HumanActor) -> str:
+    if isinstance(actor, AgentActor):
+        return f"agent:{actor.role}"
+    if isinstance(actor, HumanActor):
+        return f"human:{actor.login}"
+    return "kernel"
+
+
+class Usage(Frozen):
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        cost = None
+        if self.cost_usd is not None or other.cost_usd is not None:
+            cost = (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        return Usage(
+            tokens_in=self.tokens_in + other.tokens_in,
+            tokens_out=self.tokens_out + other.tokens_out,
+            cost_usd=cost,
+        )
+
+
+Verdict = Literal["approve", "revise"]
+SessionOutcome = Literal["ok", "failed", "abandoned", "aborted", "interrupted", "timeout"]
+VerifyOutcome = Literal["pass", "fail", "skipped"]
+
+
+# --- payloads ---------------------------------------------------------------
+
+
+class BuildCreated(Frozen):
+    type: Literal["build.created"] = "build.created"
+    goal: str
+    base_ref: str
+    base_sha: str
+    branch: str
+    source: Literal["cli", "issue", "hook"] = "cli"
+    issue: str | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+
+    def summary(self) -> str:
+        return f"{self.goal} (base {self.base_ref} {self.base_sha[:10]})"
+
+
+class BuildCompleted(Frozen):
+    type: Literal["build.completed"] = "build.completed"
+    outcome: Literal["success"] = "success"
+    summary_text: str = ""
+
+    def summary(self) -> str:
+        return self.outcome
+
+
+class BuildFailed(Frozen):
+    type: Literal["build.failed"] = "build.failed"
+    reason: str
+
+    def summary(self) -> str:
+        return self.reason
+
+
+class _Control(Frozen):
+    reason: str = ""
+
+    def summary(self) -> str:
+        return self.reason or "-"
+
+
+class BuildPauseRequested(_Control):
+    type: Literal["build.pause-requested"] = "build.pause-requested"
+
+
+class BuildPaused(_Control):
+    type: Literal["build.paused"] = "build.paused"
+
+
+class BuildResumeRequested(_Control):
+    type: Literal["build.resume-requested"] = "build.resume-requested"
+
+
+class BuildResumed(_Control):
+    type: Literal["build.resumed"] = "build.resumed"
+
+
+class BuildAbortRequested(_Control):
+    type: Literal["build.abort-requested"] = "build.abort-requested"
+
+
+class BuildAborted(_Control):
+    type: Literal["build.aborted"] = "build.aborted"
+
+
+class RunnerAttached(Frozen):
+    type: Literal["runner.attached"] = "runner.attached"
+    instance: str
+    host: str
+    pid: int
+    resumed_from_seq: int
+
+    def summary(self) -> str:
+        return f"{self.instance} on {self.host} from seq {self.resumed_from_seq}"
+
+
+class RunnerSetupFailed(Frozen):
+    type: Literal["runner.setup-failed"] = "runner.setup-failed"
+    error: str
+    permanent: bool = False
+
+    def summary(self) -> str:
+        return self.error
+
+
+class SessionStarted(Frozen):
+    type: Literal["session.started"] = "session.started"
+    session: str
+    role: str
+    runtime: str
+    model: str | None = None
+    phase: str
+    round: int
+    substitution: str | None = None
+
+    def summary(self) -> str:
+        return f"{self.session} {self.phase}@{self.round} on {self.runtime}"
+
+
+class SessionEnded(Frozen):
+    type: Literal["session.ended"] = "session.ended"
+    session: str
+    outcome: SessionOutcome
+    transcript: str | None = None
+    usage: Usage = Usage()
+    runtime_session_id: str | None = None
+    head: str | None = None
+    error: str | None = None
+
+    def summary(self) -> str:
+        return f"{self.session} {self.outcome}" + (f": {self.error}" if self.error else "")
+
+
+class PlanStarted(Frozen):
+    type: Literal["plan.started"] = "plan.started"
+    round: int
+    feedback: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        return f"round {self.round}"
+
+
+class PlanSubmitted(Frozen):
+    type: Literal["plan.submitted"] = "plan.submitted"
+    session: str
+    plan: str
+    summary_text: str = ""
+
+    def summary(self) -> str:
+        return self.summary_text or self.plan
+
+
+class _ReviewStarted(Frozen):
+    round: int
+
+    def summary(self) -> str:
+        return f"round {self.round}"
+
+
+class PlanReviewStarted(_ReviewStarted):
+    type: Literal["plan-review.started"] = "plan-review.started"
+
+
+class _Verdict(Frozen):
+    session: str
+    round: int
+    verdict: Verdict
+    findings: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        if self.verdict == "approve":
+            return "approve"
+        return f"revise ({len(self.findings)} finding{'s' if len(self.findings) != 1 else ''})"
+
+
+class PlanReviewVerdict(_Verdict):
+    type: Literal["plan-review.verdict"] = "plan-review.verdict"
+
+
+class ImplementStarted(Frozen):
+    type: Literal["implement.started"] = "implement.started"
+    round: int
+    feedback: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        return f"round {self.round}" + (f", {len(self.feedback)} feedback" if self.feedback else "")
+
+
+class ImplementCompleted(Frozen):
+    type: Literal["implement.completed"] = "implement.completed"
+    round: int
+    head: str
+    changed_paths: tuple[str, ...] = ()
+    summary_text: str = ""
+
+    def summary(self) -> str:
+        return f"head {self.head[:10]}, {len(self.changed_paths)} path(s) changed"
+
+
+class CodeReviewStarted(_ReviewStarted):
+    type: Literal["code-review.started"] = "code-review.started"
+
+
+class CodeReviewVerdict(_Verdict):
+    type: Literal["code-review.verdict"] = "code-review.verdict"
+
+
+class AgentDone(Frozen):
+    """An implement, reconcile or finalize agent says it is finished (``agent done``)."""
+
+    type: Literal["agent.done"] = "agent.done"
+    session: str
+    summary_text: str = ""
+
+    def summary(self) -> str:
+        return self.summary_text or "done"
+
+
+class VerifyStarted(Frozen):
+    type: Literal["verify.started"] = "verify.started"
+    step: str
+    round: int
+    attempt: int
+    kind: Literal["check", "agent"] = "check"
+
+    def summary(self) -> str:
+        return f"{self.step} round {self.round} attempt {self.attempt}"
+
+
+class VerifyVerdict(Frozen):
+    """An agent verify step's verdict (``agent pass`` / ``agent fail``)."""
+
+    type: Literal["verify.verdict"] = "verify.verdict"
+    session: str
+    verdict: Literal["pass", "fail"]
+    reason: str = ""
+
+    def summary(self) -> str:
+        return self.verdict + (f": {self.reason}" if self.reason else "")
+
+
+class VerifyCompleted(Frozen):
+    type: Literal["verify.completed"] = "verify.completed"
+    step: str
+    round: int
+    attempt: int
+    outcome: VerifyOutcome
+    exit_code: int | None = None
+    report: str | None = None
+    reason: str = ""
+    head: str | None = None
+
+    def summary(self) -> str:
+        detail = f" (exit {self.exit_code})" if self.exit_code is not None else ""
+        return f"{self.step} {self.outcome}{detail}" + (f": {self.reason}" if self.reason else "")
+
+
+class FinalizeStarted(Frozen):
+    type: Literal["finalize.started"] = "finalize.started"
+    step: str
+    attempt: int
+
+    def summary(self) -> str:
+        return f"{self.step} attempt {self.attempt}"
+
+
+class FinalizeStepCompleted(Frozen):
+    type: Literal["finalize.step-completed"] = "finalize.step-completed"
+    step: str
+    ok: bool
+    note: str = ""
+    head: str | None = None
+
+    def summary(self) -> str:
+        return f"{self.step} {'ok' if self.ok else 'failed'}" + (
+            f": {self.note}" if self.note else ""
+        )
+
+
+class FinalizeCompleted(Frozen):
+    type: Literal["finalize.completed"] = "finalize.completed"
+
+    def summary(self) -> str:
+        return "all steps done"
+
+
+class PhaseFailed(Frozen):
+    type: Literal["phase.failed"] = "phase.failed"
+    phase: str
+    round: int
+    attempt: int
+    error: str
+    permanent: bool = False
+    will_retry: bool = True
+    session: str | None = None
+    interrupted: bool = False  # stopped by a person (Ctrl-C): not counted as an attempt
+
+    def summary(self) -> str:
+        return f"{self.phase}@{self.round} attempt {self.attempt}: {self.error}"
+
+
+class EscalationRaised(Frozen):
+    type: Literal["escalation.raised"] = "escalation.raised"
+    id: str
+    phase: str
+    round: int
+    source: Literal["agent", "policy"]
+    cause: str
+    question: str
+    session: str | None = None
+
+    def summary(self) -> str:
+        return f"{self.id} ({self.source}, {self.cause}): {self.question}"
+
+
+class EscalationAnswered(Frozen):
+    type: Literal["escalation.answered"] = "escalation.answered"
+    id: str
+    answer: str
+    by: str
+
+    def summary(self) -> str:
+        return f"{self.id} by {self.by}: {self.answer}"
+
+
+class ProposalOpened(Frozen):
+    type: Literal["proposal.opened"] = "proposal.opened"
+    forge: str
+    number: int
+    url: str
+    head: str
+
+    def summary(self) -> str:
+        return f"{self.forge} #{self.number} {self.url}"
+
+
+class ProposalReady(Frozen):
+    type: Literal["proposal.ready"] = "proposal.ready"
+    number: int
+
+    def summary(self) -> str:
+        return f"#{self.number} ready for review"
+
+
+class ProposalClosed(Frozen):
+    type: Literal["proposal.closed"] = "proposal.closed"
+    number: int
+    merged: bool
+
+    def summary(self) -> str:
+        return f"#{self.number} {'merged' if self.merged else 'closed'}"
+
+
+class PublicationPushed(Frozen):
+    type: Literal["publication.pushed"] = "publication.pushed"
+    branch: str
+    sha: str
+
+    def summary(self) -> str:
+        return f"{self.branch} at {self.sha[:10]}"
+
+
+class ObservationRecorded(Frozen):
+    type: Literal["observation.recorded"] = "observation.recorded"
+    phase: str
+    text: str
+
+    def summary(self) -> str:
+        return f"{self.phase}: {self.text}"
+
+
+Payload = Annotated[
+    BuildCreated
+    | BuildCompleted
+    | BuildFailed
+    | BuildPauseRequested
+    | BuildPaused
+    | BuildResumeRequested
+    | BuildResumed
+    | BuildAbortRequested
+    | BuildAborted
+    | RunnerAttached
+    | RunnerSetupFailed
+    | SessionStarted
+    | SessionEnded
+    | PlanStarted
+    | PlanSubmitted
+    | PlanReviewStarted
+    | PlanReviewVerdict
+    | ImplementStarted
+    | ImplementCompleted
+    | CodeReviewStarted
+    | CodeReviewVerdict
+    | AgentDone
+    | VerifyStarted
+    | VerifyVerdict
+    | VerifyCompleted
+    | FinalizeStarted
+    | FinalizeStepCompleted
+    | FinalizeCompleted
+    | PhaseFailed
+    | EscalationRaised
+    | EscalationAnswered
+    | ProposalOpened
+    | ProposalReady
+    | ProposalClosed
+    | PublicationPushed
+    | ObservationRecorded,
+    Field(discriminator="type"),
+]
+
+
+class Event(Frozen):
+    """The envelope: one per commit in a build log."""
+
+    v: int = SCHEMA_VERSION
+    seq: int
+    ts: datetime
+    actor: Actor
+    writer: str
+    payload: Payload
+
+    @property
+    def type(self) -> str:
+        return self.payload.type
+
+
+_EVENT = TypeAdapter(Event)
+_PAYLOAD: TypeAdapter[Any] = TypeAdapter(Payload)
+EVENT_TYPES: frozenset[str] = frozenset(
+    cls.model_fields["type"].default
+    for cls in Payload.__origin__.__args__  # type: ignore[attr-defined]
+)
+
+
+def check_payload(payload: Any) -> None:
+    """Refuse at append what replay could not read back."""
+    kind = getattr(payload, "type", None)
+    if not isinstance(payload, BaseModel) or kind not in EVENT_TYPES:
+        raise InvalidEventError(f"unknown event type: {kind or payload!r}")
+    try:
+        _PAYLOAD.validate_python(payload.model_dump())
+    except ValidationError as exc:
+        raise InvalidEventError(f"invalid {kind} payload: {_first_error(exc)}") from None
+
+
+def encode(event: Event) -> str:
+    """The commit message that stores ``event``."""
+    body = event.model_dump(mode="json", exclude={"payload": {"type"}})
+    doc = {"v": body["v"], "seq": body["seq"], "type": event.type, **body}
+    summary = event.payload.summary().replace("\n", " ")
+    if len(summary) > 120:
+        summary = summary[:117] + "..."
+    return f"{event.type}: {summary}\n\n{json.dumps(doc, ensure_ascii=False, sort_keys=False)}\n"
+
+
+def decode(message: str, where: str) -> Event:
+    """Parse a commit message back into an event; ``where`` names the commit in errors."""
+    _, sep, body = message.partition("\n\n")
+    try:
+        if not sep:
+            raise ValueError("no JSON body")
+        doc = json.loads(body)
+        if not isinstance(doc, dict):
+            raise ValueError("body is not an object")
+    except ValueError as exc:
+        raise MalformedEventError(f"commit {where} is not an agentrun event: {exc}") from None
+    version = doc.get("v")
+    if isinstance(version, int) and version > SCHEMA_VERSION:
+        raise MalformedEventError(
+            f"commit {where} holds an event of schema v{version}; this agentrun reads up to "
+            f"v{SCHEMA_VERSION}: upgrade agentrun"
+        )
+    kind = doc.pop("type", None)
+    if kind not in EVENT_TYPES:
+        raise MalformedEventError(f"commit {where} holds an unknown event type {kind!r}")
+    payload = doc.get("payload")
+    if isinstance(payload, dict):
+        doc["payload"] = {"type": kind, **payload}
+    try:
+        return _EVENT.validate_python(doc)
+    except ValidationError as exc:
+        raise MalformedEventError(
+            f"commit {where} holds a malformed {kind} event: {_first_error(exc)}"
+        ) from None
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    return f"{loc}: {err['msg']}" if loc else err["msg"]

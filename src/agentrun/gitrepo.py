@@ -1,0 +1,126 @@
+"""Opening the repository and the small pygit2 helpers every part shares."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pygit2
+
+from agentrun.errors import NotARepositoryError
+
+AGENTRUN_NAME = "agentrun"
+AGENTRUN_EMAIL = "agentrun@localhost"
+
+
+def open_repo(start: Path | str | None = None) -> pygit2.Repository:
+    """The repository containing ``start`` (the current directory by default).
+
+    Inside a linked worktree (an agent's workspace) this is still the one repository:
+    refs are shared, so the log and the leases are the same.
+    """
+    where = str(start or Path.cwd())
+    found = pygit2.discover_repository(where)
+    if found is None:
+        raise NotARepositoryError(
+            f"{where} is not inside a git repository: run this in a repository (or `git init` one)"
+        )
+    return pygit2.Repository(found)
+
+
+def require_commits(repo: pygit2.Repository) -> None:
+    if repo.head_is_unborn:
+        raise NotARepositoryError(
+            "this repository has no commits yet: commit something first "
+            "(a build starts from a commit)"
+        )
+
+
+def common_dir(repo: pygit2.Repository) -> Path:
+    """The main ``.git`` folder, also when ``repo`` was opened through a linked worktree."""
+    gitdir = Path(repo.path)
+    marker = gitdir / "commondir"
+    if marker.exists():
+        return (gitdir / marker.read_text().strip()).resolve()
+    return gitdir
+
+
+def agentrun_dir(repo: pygit2.Repository) -> Path:
+    return common_dir(repo) / "agentrun"
+
+
+def signature(now: datetime | None = None) -> pygit2.Signature:
+    """The identity of agentrun's own commits (events, leases, phase commits)."""
+    name = os.environ.get("AGENTRUN_COMMITTER_NAME", AGENTRUN_NAME)
+    email = os.environ.get("AGENTRUN_COMMITTER_EMAIL", AGENTRUN_EMAIL)
+    when = now or datetime.now(UTC)
+    return pygit2.Signature(name, email, int(when.timestamp()), 0)
+
+
+def user_login(repo: pygit2.Repository) -> str:
+    """Who a human command is from: git's configured user, else the OS user."""
+    for key in ("user.email", "user.name"):
+        try:
+            value = repo.config[key]
+        except KeyError:
+            continue
+        if value:
+            return str(value)
+    return os.environ.get("USER", "unknown")
+
+
+# Variables that point git at another repository; a child process must not inherit them.
+LOCATING_VARS = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+)
+
+
+def child_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for a git or agent subprocess working in another worktree."""
+    env = dict(os.environ if base is None else base)
+    for key in LOCATING_VARS:
+        env.pop(key, None)
+    return env
+
+
+def commit_at(repo: pygit2.Repository, oid: str | pygit2.Oid) -> pygit2.Commit:
+    obj = repo[oid]
+    if not isinstance(obj, pygit2.Commit):
+        raise KeyError(f"{oid} is not a commit")
+    return obj
+
+
+def tree_at(repo: pygit2.Repository, oid: str | pygit2.Oid) -> pygit2.Tree:
+    obj = repo[oid]
+    if isinstance(obj, pygit2.Commit):
+        return obj.tree
+    if not isinstance(obj, pygit2.Tree):
+        raise KeyError(f"{oid} is not a tree")
+    return obj
+
+
+def blob_data(repo: pygit2.Repository, oid: str | pygit2.Oid) -> bytes:
+    obj = repo[oid]
+    if not isinstance(obj, pygit2.Blob):
+        raise KeyError(f"{oid} is not a blob")
+    return bytes(obj.data)
+
+
+WALK_NEWEST_FIRST = pygit2.enums.SortMode.TOPOLOGICAL
+WALK_OLDEST_FIRST = pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE
+
+
+def empty_tree(repo: pygit2.Repository) -> pygit2.Oid:
+    return repo.TreeBuilder().write()
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
