@@ -1,0 +1,201 @@
+"""Processes: who we are (for leases), and ending a whole process tree (DESIGN §12).
+
+Pids are reused and hostnames collide, so a process is named by host, boot id, pid
+and start time. Trees are ended with psutil, descendants included, not only the
+process group: an agent may start its own sessions.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+GRACE_SECONDS = 3.0
+
+
+@dataclass(frozen=True)
+class ProcessId:
+    host: str
+    boot_id: str
+    pid: int
+    start: float
+
+
+def boot_id() -> str:
+    path = Path("/proc/sys/kernel/random/boot_id")
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return f"boot-{int(psutil.boot_time())}"
+
+
+def start_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+def me() -> ProcessId:
+    pid = os.getpid()
+    return ProcessId(socket.gethostname(), boot_id(), pid, start_time(pid) or 0.0)
+
+
+def is_alive(pid: int, start: float) -> bool:
+    """Whether the process that had ``pid`` and started at ``start`` still runs."""
+    now_start = start_time(pid)
+    if now_start is None:
+        return False
+    try:
+        if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            return False
+    except psutil.NoSuchProcess:
+        return False
+    return abs(now_start - start) < 1.0
+
+
+def end_tree(root_pid: int, grace: float = GRACE_SECONDS) -> list[int]:
+    """End ``root_pid``, its process group and all their descendants. Returns the pids ended."""
+    procs: dict[int, psutil.Process] = {}
+    try:
+        root = psutil.Process(root_pid)
+        procs[root.pid] = root
+        for child in root.children(recursive=True):
+            procs[child.pid] = child
+    except psutil.NoSuchProcess:
+        pass
+    for proc in _group_members(root_pid):
+        procs.setdefault(proc.pid, proc)
+    return _terminate(list(procs.values()), grace)
+
+
+def end_group(pgid: int, grace: float = GRACE_SECONDS) -> list[int]:
+    """End what is left of a process group (and its members' descendants)."""
+    procs: dict[int, psutil.Process] = {}
+    for proc in _group_members(pgid):
+        procs[proc.pid] = proc
+        try:
+            for child in proc.children(recursive=True):
+                procs.setdefault(child.pid, child)
+        except psutil.NoSuchProcess:
+            continue
+    return _terminate(list(procs.values()), grace)
+
+
+def _group_members(pgid: int) -> list[psutil.Process]:
+    if pgid <= 1 or pgid == os.getpgrp():
+        return []
+    members = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) == pgid:
+                members.append(proc)
+        except (ProcessLookupError, PermissionError, psutil.NoSuchProcess):
+            continue
+    return members
+
+
+def _terminate(procs: list[psutil.Process], grace: float) -> list[int]:
+    mine = os.getpid()
+    procs = [p for p in procs if p.pid != mine]
+    for proc in procs:
+        try:
+            proc.send_signal(signal.SIGTERM)
+        except psutil.NoSuchProcess:
+            continue
+    _, alive = psutil.wait_procs(procs, timeout=grace)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            continue
+    psutil.wait_procs(alive, timeout=grace)
+    return sorted(p.pid for p in procs)
+
+
+@dataclass
+class Finished:
+    exit_code: int | None
+    output: str
+    timed_out: bool = False
+    cancelled: bool = False
+
+
+def run_tree(
+    argv: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    timeout: float,
+    stdin_text: str | None = None,
+    cancel: threading.Event | None = None,
+    on_line: Callable[[str], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
+) -> Finished:
+    """Run a program in its own session; end its whole tree on timeout or cancel.
+
+    Output (stdout and stderr together) is streamed to ``on_line`` and returned whole.
+    """
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    if on_start is not None:
+        on_start(proc.pid)
+    lines: list[str] = []
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for raw in iter(proc.stdout.readline, b""):
+            line = raw.decode("utf-8", "replace")
+            lines.append(line)
+            if on_line is not None:
+                on_line(line.rstrip("\n"))
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    if stdin_text is not None:
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(stdin_text.encode())
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+    deadline = time.monotonic() + timeout
+    timed_out = cancelled = False
+    while True:
+        try:
+            proc.wait(timeout=0.05)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        if cancel is not None and cancel.is_set():
+            cancelled = True
+        elif time.monotonic() > deadline:
+            timed_out = True
+        if timed_out or cancelled:
+            end_tree(proc.pid)
+            proc.wait()
+            break
+    # Descendants that outlived the leader would hold the pipe open: end them too.
+    end_group(proc.pid, grace=0.5)
+    reader.join(timeout=5)
+    return Finished(
+        exit_code=None if (timed_out or cancelled) else proc.returncode,
+        output="".join(lines),
+        timed_out=timed_out,
+        cancelled=cancelled,
+    )

@@ -1,0 +1,75 @@
+"""Archiving finished builds (DESIGN §2).
+
+``refs/agentrun/archive`` gains a merge commit per archived build whose second parent
+is the build's last event, so the log stays reachable after its own ref is deleted and
+the number of refs stays small.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pygit2
+
+from agentrun.errors import ConcurrentUpdateError
+from agentrun.gitrepo import WALK_NEWEST_FIRST, empty_tree, signature
+from agentrun.store.lease import lease_ref
+from agentrun.store.log import build_ref, move_ref
+
+ARCHIVE_REF = "refs/agentrun/archive"
+
+
+def archive(repo: pygit2.Repository, slug: str, state_name: str) -> str:
+    """Move build ``slug`` to the archive; returns its last event's oid."""
+    ref = repo.references.get(build_ref(slug))
+    if ref is None:
+        raise ConcurrentUpdateError(f"build {slug} is not live (already archived?)")
+    tip = str(ref.target)
+    for _ in range(10):
+        current = repo.references.get(ARCHIVE_REF)
+        sig = signature()
+        # The chain starts at a root of its own, so that its first parents are all
+        # archive commits and never wander into a build's log.
+        first = (
+            current.target
+            if current is not None
+            else repo.create_commit(None, sig, sig, "archive: root\n\n{}", empty_tree(repo), [])
+        )
+        parents = [first, pygit2.Oid(hex=tip)]
+        message = f"archive: {slug}\n\n" + json.dumps(
+            {"slug": slug, "tip": tip, "state": state_name}
+        )
+        oid = repo.create_commit(None, sig, sig, message, empty_tree(repo), parents)
+        try:
+            move_ref(repo, ARCHIVE_REF, str(oid), str(current.target) if current else None)
+            break
+        except ConcurrentUpdateError:
+            continue
+    else:
+        raise ConcurrentUpdateError("the archive kept moving; try again")
+    live = repo.references.get(build_ref(slug))
+    if live is not None and str(live.target) == tip:
+        live.delete()
+    lease = repo.references.get(lease_ref(slug))
+    if lease is not None:
+        lease.delete()
+    return tip
+
+
+def archived(repo: pygit2.Repository) -> dict[str, str]:
+    """Archived builds: slug -> the oid of its last event."""
+    ref = repo.references.get(ARCHIVE_REF)
+    if ref is None:
+        return {}
+    found: dict[str, str] = {}
+    walker = repo.walk(ref.target, WALK_NEWEST_FIRST)
+    walker.simplify_first_parent()
+    for commit in walker:
+        _, _, body = commit.message.partition("\n\n")
+        try:
+            info = json.loads(body)
+        except ValueError:
+            continue
+        if isinstance(info, dict) and "slug" in info and "tip" in info:
+            found.setdefault(str(info["slug"]), str(info["tip"]))
+    return found

@@ -1,0 +1,66 @@
+"""The reduced-state cache: ``.git/agentrun/cache/<slug>.json`` holds ``{tip, state}``.
+
+Unchanged tip: use it. Cached tip found behind the new tip: apply only the new events.
+Otherwise replay the log. The cache is disposable; the log is the truth (DESIGN §2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pygit2
+from pydantic import ValidationError
+
+from agentrun.errors import UnknownBuildError
+from agentrun.gitrepo import agentrun_dir
+from agentrun.kernel.state import BuildState, evolve, initial_state
+from agentrun.store.log import EventLog, check_slug
+
+
+class StateCache:
+    def __init__(self, repo: pygit2.Repository) -> None:
+        self.root = agentrun_dir(repo) / "cache"
+
+    def _path(self, slug: str) -> Path:
+        return self.root / f"{check_slug(slug)}.json"
+
+    def get(self, slug: str) -> tuple[str, BuildState] | None:
+        try:
+            raw = json.loads(self._path(slug).read_bytes())
+            return raw["tip"], BuildState.model_validate(raw["state"])
+        except (OSError, ValueError, KeyError, TypeError, ValidationError):
+            return None  # absent or from another version: replay
+
+    def put(self, slug: str, tip: str, state: BuildState) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        data = json.dumps({"tip": tip, "state": state.model_dump(mode="json")})
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(data)
+        os.replace(tmp, self._path(slug))
+
+
+def load_state(
+    log: EventLog, cache: StateCache, slug: str, tip: str | None = None
+) -> tuple[str, BuildState]:
+    """The state at ``tip`` (the live tip by default), incrementally from the cache."""
+    tip = tip or log.tip_oid(slug)
+    if tip is None:
+        raise UnknownBuildError(f"no build named {slug!r}: `git agentrun status` lists the builds")
+    cached = cache.get(slug)
+    if cached is not None and cached[0] == tip:
+        return cached
+    state = None
+    if cached is not None and log.repo.descendant_of(tip, cached[0]):
+        state = cached[1]
+        for stored in log.walk(tip, stop=cached[0]):
+            state = evolve(state, stored.event)
+    if state is None:
+        state = initial_state(slug)
+        for stored in log.walk(tip):
+            state = evolve(state, stored.event)
+    cache.put(slug, tip, state)
+    return tip, state

@@ -1,0 +1,204 @@
+"""Leases: who executes a build now (``refs/agentrun/leases/<slug>``, DESIGN §2, §12).
+
+A lease is a commit whose message is JSON. It is acquired by creating the ref (it must
+not exist), taken over from an expired or dead holder by compare-and-swap on the oid
+seen, renewed by a heartbeat, and released by deleting the ref while it is still ours.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import pygit2
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from agentrun import procs
+from agentrun.errors import ConcurrentUpdateError, LeaseHeldError, LeaseLostError
+from agentrun.gitrepo import commit_at, empty_tree, now_utc, signature
+from agentrun.store.log import check_slug, move_ref
+
+LEASES = "refs/agentrun/leases/"
+TTL_SECONDS = 120.0
+HEARTBEAT_SECONDS = 30.0
+SKEW_SECONDS = 30.0
+
+
+class LeaseInfo(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    holder: str
+    host: str
+    boot_id: str
+    pid: int
+    pid_start: float
+    agent_pgid: int | None = None
+    generation: int
+    expires_at: datetime
+
+    def expired(self, now: datetime) -> bool:
+        return now > self.expires_at + timedelta(seconds=SKEW_SECONDS)
+
+    def holder_dead_here(self) -> bool:
+        """The holder ran on this very machine (same boot) and is gone."""
+        here = procs.me()
+        if self.host != here.host or self.boot_id != here.boot_id:
+            return False
+        return not procs.is_alive(self.pid, self.pid_start)
+
+
+def lease_ref(slug: str) -> str:
+    return LEASES + check_slug(slug)
+
+
+def read_lease(repo: pygit2.Repository, slug: str) -> tuple[str, LeaseInfo] | None:
+    ref = repo.references.get(lease_ref(slug))
+    if ref is None:
+        return None
+    oid = str(ref.target)
+    try:
+        return oid, LeaseInfo.model_validate_json(commit_at(repo, oid).message)
+    except (ValidationError, ValueError):
+        # An unreadable lease protects nothing: treat it as expired long ago.
+        return oid, LeaseInfo(
+            holder="unreadable",
+            host="",
+            boot_id="",
+            pid=0,
+            pid_start=0,
+            generation=0,
+            expires_at=datetime(1970, 1, 1, tzinfo=now_utc().tzinfo),
+        )
+
+
+@dataclass
+class Lease:
+    """A lease we hold. ``renew`` keeps it; a failed renew means another runner took it."""
+
+    repo: pygit2.Repository
+    slug: str
+    oid: str
+    info: LeaseInfo
+    ttl: float = TTL_SECONDS
+    taken_from: LeaseInfo | None = None
+
+    def renew(self, agent_pgid: int | bool | None = False, now: datetime | None = None) -> None:
+        """Extend the lease; ``agent_pgid`` (when given) records the agent's process group."""
+        pgid = self.info.agent_pgid if agent_pgid is False else agent_pgid
+        info = self.info.model_copy(
+            update={
+                "agent_pgid": pgid,
+                "generation": self.info.generation + 1,
+                "expires_at": (now or now_utc()) + timedelta(seconds=self.ttl),
+            }
+        )
+        oid = _write(self.repo, info)
+        try:
+            move_ref(self.repo, lease_ref(self.slug), oid, self.oid)
+        except ConcurrentUpdateError:
+            raise LeaseLostError(
+                f"the lease on {self.slug} was taken by another runner; stopping"
+            ) from None
+        self.oid, self.info = oid, info
+
+    def still_held(self) -> bool:
+        ref = self.repo.references.get(lease_ref(self.slug))
+        return ref is not None and str(ref.target) == self.oid
+
+    def release(self) -> None:
+        ref = self.repo.references.get(lease_ref(self.slug))
+        if ref is not None and str(ref.target) == self.oid:
+            ref.delete()
+
+
+def acquire(
+    repo: pygit2.Repository,
+    slug: str,
+    holder: str,
+    ttl: float = TTL_SECONDS,
+    now: datetime | None = None,
+) -> Lease:
+    """Claim the build, or raise ``LeaseHeldError`` naming the live holder."""
+    now = now or now_utc()
+    me = procs.me()
+    seen = read_lease(repo, slug)
+    taken_from = None
+    if seen is not None:
+        old = seen[1]
+        if not old.expired(now) and not old.holder_dead_here():
+            raise LeaseHeldError(
+                f"build {slug} is being run by {old.holder} on {old.host} (pid {old.pid}); its "
+                f"lease expires at {old.expires_at:%Y-%m-%d %H:%M:%S} UTC. Wait for it, or stop "
+                "that runner."
+            )
+        taken_from = old
+    info = LeaseInfo(
+        holder=holder,
+        host=me.host,
+        boot_id=me.boot_id,
+        pid=me.pid,
+        pid_start=me.start,
+        generation=(taken_from.generation + 1) if taken_from else 1,
+        expires_at=now + timedelta(seconds=ttl),
+    )
+    oid = _write(repo, info)
+    try:
+        move_ref(repo, lease_ref(slug), oid, seen[0] if seen else None)
+    except ConcurrentUpdateError:
+        raise LeaseHeldError(f"another runner claimed build {slug} at the same moment") from None
+    return Lease(repo, slug, oid, info, ttl, taken_from)
+
+
+def _write(repo: pygit2.Repository, info: LeaseInfo) -> str:
+    sig = signature()
+    message = info.model_dump_json()
+    return str(repo.create_commit(None, sig, sig, message, empty_tree(repo), []))
+
+
+class Heartbeat:
+    """Renews a lease every ``interval`` seconds in a thread; remembers if it was lost."""
+
+    def __init__(self, lease: Lease, interval: float = HEARTBEAT_SECONDS) -> None:
+        self.lease = lease
+        self.interval = interval
+        self.lost: LeaseLostError | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="agentrun-heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def renew(self, agent_pgid: int | bool | None = False) -> None:
+        with self._lock:
+            if self.lost is not None:
+                raise self.lost
+            try:
+                self.lease.renew(agent_pgid)
+            except LeaseLostError as exc:
+                self.lost = exc
+                raise
+
+    def check(self) -> None:
+        if self.lost is not None:
+            raise self.lost
+
+    def _run(self) -> None:
+        # pygit2 objects are not shared across threads: the beat uses its own handle.
+        own = pygit2.Repository(self.lease.repo.path)
+        while not self._stop.wait(self.interval):
+            with self._lock:
+                lease = self.lease
+                beat = Lease(own, lease.slug, lease.oid, lease.info, lease.ttl)
+                try:
+                    beat.renew()
+                except LeaseLostError as exc:
+                    self.lost = exc
+                    return
+                lease.oid, lease.info = beat.oid, beat.info

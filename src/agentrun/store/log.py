@@ -1,0 +1,235 @@
+"""Build logs: one event per commit under ``refs/agentrun/builds/<slug>`` (DESIGN §2).
+
+Appends are compare-and-swap: the ref is created with ``force=False`` or moved with
+``Reference.set_target`` from the tip the caller saw; a moved tip or a held lock raises
+``ConcurrentUpdateError`` and the caller re-reads and re-decides.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import pygit2
+
+from agentrun.errors import ConcurrentUpdateError, InvalidEventError, UnknownBuildError
+from agentrun.events import Actor, Event, KernelActor, check_payload, decode, encode
+from agentrun.gitrepo import (
+    WALK_NEWEST_FIRST,
+    WALK_OLDEST_FIRST,
+    blob_data,
+    child_env,
+    commit_at,
+    common_dir,
+    empty_tree,
+    now_utc,
+    signature,
+    tree_at,
+)
+
+BUILDS = "refs/agentrun/builds/"
+ARTIFACTS = "artifacts"
+_SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
+_ARTIFACT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$")
+
+
+def check_slug(slug: str) -> str:
+    if not _SLUG.match(slug) or ".." in slug or slug.endswith((".lock", ".")):
+        raise UnknownBuildError(
+            f"{slug!r} is not a build slug (lower-case letters, digits, '.', '_' and '-')"
+        )
+    return slug
+
+
+def build_ref(slug: str) -> str:
+    return BUILDS + check_slug(slug)
+
+
+def default_writer() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Draft:
+    """An event to append: its payload, who it is from, and any artifacts it carries."""
+
+    payload: object
+    actor: Actor = field(default_factory=KernelActor)
+    artifacts: Mapping[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Tip:
+    oid: str
+    seq: int
+
+
+@dataclass(frozen=True)
+class Stored:
+    oid: str
+    event: Event
+
+
+class EventLog:
+    """Reads and appends the event logs of one repository."""
+
+    def __init__(self, repo: pygit2.Repository, writer: str | None = None) -> None:
+        self.repo = repo
+        self.writer = writer or default_writer()
+        self._empty_tree = empty_tree(repo)
+
+    # --- reading ---------------------------------------------------------
+
+    def slugs(self) -> list[str]:
+        return sorted(
+            name[len(BUILDS) :] for name in self.repo.references if name.startswith(BUILDS)
+        )
+
+    def tip_oid(self, slug: str) -> str | None:
+        ref = self.repo.references.get(build_ref(slug))
+        return None if ref is None else str(ref.target)
+
+    def tip(self, slug: str) -> Tip | None:
+        oid = self.tip_oid(slug)
+        if oid is None:
+            return None
+        return Tip(oid, self.event_at(oid).seq)
+
+    def event_at(self, oid: str) -> Event:
+        return decode(commit_at(self.repo, oid).message, oid[:12])
+
+    def walk(self, tip: str, stop: str | None = None) -> Iterator[Stored]:
+        """Events from the root (or after ``stop``) up to ``tip``, oldest first."""
+        walker = self.repo.walk(tip, WALK_OLDEST_FIRST)
+        walker.simplify_first_parent()
+        if stop is not None:
+            walker.hide(stop)
+        for commit in walker:
+            oid = str(commit.id)
+            yield Stored(oid, decode(commit.message, oid[:12]))
+
+    def read(self, slug: str, tip: str | None = None) -> list[Stored]:
+        start = tip or self.tip_oid(slug)
+        if start is None:
+            raise UnknownBuildError(
+                f"no build named {slug!r}: `git agentrun status` lists the builds"
+            )
+        return list(self.walk(start))
+
+    def artifact(self, tip: str, name: str) -> bytes | None:
+        """The newest artifact called ``name`` in the chain ending at ``tip``."""
+        walker = self.repo.walk(tip, WALK_NEWEST_FIRST)
+        walker.simplify_first_parent()
+        for commit in walker:
+            if commit.tree_id == self._empty_tree:
+                continue
+            try:
+                entry = commit.tree[f"{ARTIFACTS}/{name}"]
+            except KeyError:
+                continue
+            return blob_data(self.repo, entry.id)
+        return None
+
+    def text(self, tip: str, name: str | None) -> str | None:
+        """An artifact as text (``None`` when there is no such artifact, or no name)."""
+        data = self.artifact(tip, name) if name else None
+        return None if data is None else data.decode("utf-8", "replace")
+
+    def artifact_names(self, tip: str) -> list[str]:
+        names: list[str] = []
+        for stored in self.walk(tip):
+            tree = commit_at(self.repo, stored.oid).tree
+            if ARTIFACTS in tree:
+                names.extend(e.name or "" for e in tree_at(self.repo, tree[ARTIFACTS].id))
+        return names
+
+    # --- appending -------------------------------------------------------
+
+    def append(
+        self,
+        slug: str,
+        drafts: Sequence[Draft],
+        expected: Tip | None,
+        now: datetime | None = None,
+    ) -> tuple[Tip, list[Stored]]:
+        """Append ``drafts`` as one chain of commits and move the ref once, atomically.
+
+        ``expected`` is the tip the caller decided from (``None``: the build must not exist).
+        """
+        name = build_ref(slug)
+        ts = now or now_utc()
+        sig = signature(ts)
+        parent = expected.oid if expected else None
+        seq = expected.seq if expected else 0
+        stored: list[Stored] = []
+        for draft in drafts:
+            check_payload(draft.payload)
+            seq += 1
+            event = Event(
+                seq=seq, ts=ts, actor=draft.actor, writer=self.writer, payload=draft.payload
+            )
+            tree = self._tree(draft.artifacts)
+            parents = [pygit2.Oid(hex=parent)] if parent else []
+            oid = self.repo.create_commit(None, sig, sig, encode(event), tree, parents)
+            parent = str(oid)
+            stored.append(Stored(parent, event))
+        if parent is None:
+            raise InvalidEventError("nothing to append")
+        self._move(name, parent, expected.oid if expected else None)
+        return Tip(parent, seq), stored
+
+    def _tree(self, artifacts: Mapping[str, bytes]) -> pygit2.Oid:
+        if not artifacts:
+            return self._empty_tree
+        inner = self.repo.TreeBuilder()
+        for art_name, data in sorted(artifacts.items()):
+            if not _ARTIFACT.match(art_name):
+                raise InvalidEventError(f"bad artifact name {art_name!r}")
+            inner.insert(art_name, self.repo.create_blob(data), pygit2.GIT_FILEMODE_BLOB)
+        outer = self.repo.TreeBuilder()
+        outer.insert(ARTIFACTS, inner.write(), pygit2.GIT_FILEMODE_TREE)
+        return outer.write()
+
+    def _move(self, name: str, new: str, old: str | None) -> None:
+        move_ref(self.repo, name, new, old)
+
+
+def move_ref(repo: pygit2.Repository, name: str, new: str, old: str | None) -> None:
+    """Compare-and-swap a ref from ``old`` (None: it must not exist yet) to ``new``."""
+    if old is None:
+        _create_ref(repo, name, new)
+        return
+    try:
+        ref = repo.references.get(name)
+        if ref is None or str(ref.target) != old:
+            raise ConcurrentUpdateError(f"{name} moved since it was read")
+        ref.set_target(pygit2.Oid(hex=new))
+    except (pygit2.GitError, OSError) as exc:
+        # libgit2 reports a moved ref ("old reference value does not match") and a
+        # held lock ("failed to lock file") alike: someone else is writing.
+        raise ConcurrentUpdateError(f"{name}: {exc}") from None
+
+
+def _create_ref(repo: pygit2.Repository, name: str, new: str) -> None:
+    """Create ``name`` only if it does not exist, checked under the ref's lock.
+
+    Not ``references.create(force=False)``: libgit2 checks that the ref is absent
+    before it takes the lock, so two processes can both "create" it and the later
+    write silently wins. git's ``update-ref`` with an empty old value checks under
+    the lock. Creation is rare (a new build, lease or proposal), so the process is
+    affordable here and nowhere else.
+    """
+    done = subprocess.run(
+        ["git", f"--git-dir={common_dir(repo)}", "update-ref", name, new, ""],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=child_env(),
+    )
+    if done.returncode != 0:
+        raise ConcurrentUpdateError(f"{name}: {done.stderr.strip() or 'already exists'}")
