@@ -1,0 +1,281 @@
+"""``decide``: the next move of a build, from its reduced state alone (DESIGN §3).
+
+No I/O, no clock, no random ids: replaying a log reproduces every decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from agentrun.config import FinalizeStep, VerifyStep
+from agentrun.kernel.paths import any_matches
+from agentrun.kernel.state import BuildState, attempt_key
+
+
+@dataclass(frozen=True)
+class Wait:
+    reason: Literal["complete", "failed", "aborted", "paused", "parked", "in-flight"]
+    kind: Literal["wait"] = "wait"
+
+
+@dataclass(frozen=True)
+class Acknowledge:
+    control: Literal["pause", "resume", "abort"]
+    kind: Literal["acknowledge"] = "acknowledge"
+
+
+@dataclass(frozen=True)
+class RunPhase:
+    phase: Literal["plan", "plan-review", "implement", "code-review"]
+    round: int
+    attempt: int
+    role: str
+    feedback: tuple[str, ...]
+    kind: Literal["run-phase"] = "run-phase"
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    step: str
+    command: str
+    round: int
+    attempt: int
+    kind: Literal["run-check"] = "run-check"
+
+
+@dataclass(frozen=True)
+class RunAgentVerify:
+    step: str
+    role: str
+    round: int
+    attempt: int
+    feedback: tuple[str, ...]
+    kind: Literal["run-agent-verify"] = "run-agent-verify"
+
+
+@dataclass(frozen=True)
+class SkipVerify:
+    step: str
+    round: int
+    reason: str
+    kind: Literal["skip-verify"] = "skip-verify"
+
+
+@dataclass(frozen=True)
+class RunFinalizeStep:
+    step: str
+    command: str | None
+    role: str | None
+    attempt: int
+    last: bool
+    give_up: bool = False
+    kind: Literal["run-finalize-step"] = "run-finalize-step"
+
+
+@dataclass(frozen=True)
+class Publish:
+    operation: Literal["open-draft", "push", "mark-ready"]
+    kind: Literal["publish"] = "publish"
+
+
+@dataclass(frozen=True)
+class RaiseEscalation:
+    id: str
+    phase: str
+    round: int
+    cause: Literal["attempts", "permanent-failure", "round-limit"]
+    question: str
+    source: Literal["policy"] = "policy"
+    kind: Literal["raise-escalation"] = "raise-escalation"
+
+
+@dataclass(frozen=True)
+class Complete:
+    kind: Literal["complete"] = "complete"
+
+
+@dataclass(frozen=True)
+class Fail:
+    reason: str
+    kind: Literal["fail"] = "fail"
+
+
+Decision = (
+    Wait
+    | Acknowledge
+    | RunPhase
+    | RunCheck
+    | RunAgentVerify
+    | SkipVerify
+    | RunFinalizeStep
+    | Publish
+    | RaiseEscalation
+    | Complete
+    | Fail
+)
+Work = RunPhase | RunCheck | RunAgentVerify | RunFinalizeStep
+
+
+def decide(s: BuildState) -> Decision:
+    """The next move. Controls first, then parking, then publication, then the pipeline."""
+    if s.status == "complete":
+        return Wait("complete")
+    if s.status in ("failed", "aborted"):
+        return Wait("failed" if s.status == "failed" else "aborted")
+    if s.abort_requested:
+        return Acknowledge("abort")
+    if s.paused:
+        return Acknowledge("resume") if s.resume_requested else Wait("paused")
+    if s.pause_requested:
+        return Acknowledge("pause")
+    if s.session is not None or s.in_flight is not None:
+        # A runner closes what a dead runner left open before it decides.
+        return Wait("in-flight")
+    if s.open_escalations:
+        return Wait("parked")
+    if s.setup_permanent or s.setup_failures >= s.config.policy.max_phase_attempts:
+        return Fail(f"the runner could not set up the build: {s.reason}")
+    if s.implemented and s.proposal is None and s.stage not in ("plan", "plan-review"):
+        return Publish("open-draft")
+    if s.proposal is not None and not s.proposal.closed and s.published_head != s.head:
+        return Publish("push")
+    limit = _round_limit(s)
+    if limit is not None:
+        return limit
+    work = _pipeline(s)
+    if not isinstance(work, RunPhase | RunCheck | RunAgentVerify | RunFinalizeStep):
+        return work
+    return _guard(s, work)
+
+
+def _round_limit(s: BuildState) -> RaiseEscalation | None:
+    if s.stage in ("plan", "plan-review") and s.plan_round > s.plan_round_limit:
+        phase, round_, limit = "plan", s.plan_round, s.plan_round_limit
+    elif s.stage == "implement" and s.impl_round > s.impl_round_limit:
+        phase, round_, limit = "implement", s.impl_round, s.impl_round_limit
+    else:
+        return None
+    last = s.feedback[-1] if s.feedback else "(no feedback)"
+    return RaiseEscalation(
+        id=_next_id(s),
+        phase=phase,
+        round=round_,
+        cause="round-limit",
+        question=(
+            f"{phase} reached its limit of {limit} rounds without approval. Latest feedback: "
+            f"{_clip(last)} -- answer to allow more rounds, with any guidance, or abort the build."
+        ),
+    )
+
+
+def _pipeline(s: BuildState) -> Decision:
+    stage = s.stage
+    if stage == "plan":
+        return _run_phase(s, "plan", s.plan_round)
+    if stage == "plan-review":
+        return _run_phase(s, "plan-review", s.plan_round)
+    if stage == "implement":
+        return _run_phase(s, "implement", s.impl_round)
+    if stage == "code-review":
+        return _run_phase(s, "code-review", s.impl_round)
+    if stage == "verify":
+        for step in s.config.verify:
+            if step.name not in s.verify_results:
+                return _verify_step(s, step)
+        stage = "finalize"
+    if stage == "finalize":
+        pending = [f for f in s.config.finalize if f.name not in s.finalize_results]
+        if pending:
+            return _finalize_step(s, pending[0], last=len(pending) == 1)
+    if s.proposal is not None and not s.proposal.ready and not s.proposal.closed:
+        return Publish("mark-ready")
+    return Complete()
+
+
+def _attempt(s: BuildState, phase: str, round_: int) -> int:
+    return s.attempts.get(attempt_key(phase, round_), 0) + 1
+
+
+def _run_phase(
+    s: BuildState, phase: Literal["plan", "plan-review", "implement", "code-review"], round_: int
+) -> RunPhase:
+    return RunPhase(
+        phase=phase,
+        round=round_,
+        attempt=_attempt(s, phase, round_),
+        role=phase,
+        feedback=s.feedback,
+    )
+
+
+def _verify_step(s: BuildState, step: VerifyStep) -> Decision:
+    if step.paths and not any_matches(step.paths, s.changed_paths):
+        return SkipVerify(
+            step=step.name, round=s.impl_round, reason="no changed path matches its `paths`"
+        )
+    attempt = _attempt(s, f"verify:{step.name}", s.impl_round)
+    if step.command is not None:
+        return RunCheck(step=step.name, command=step.command, round=s.impl_round, attempt=attempt)
+    return RunAgentVerify(
+        step=step.name,
+        role=step.agent or "verify",
+        round=s.impl_round,
+        attempt=attempt,
+        feedback=s.feedback,
+    )
+
+
+def _finalize_step(s: BuildState, step: FinalizeStep, last: bool) -> RunFinalizeStep:
+    attempt = _attempt(s, f"finalize:{step.name}", s.impl_round)
+    return RunFinalizeStep(
+        step=step.name,
+        command=step.command,
+        role=step.agent,
+        attempt=attempt,
+        last=last,
+        # Finalize never parks a build: past its attempts a step is recorded as failed.
+        give_up=attempt > s.config.policy.max_phase_attempts,
+    )
+
+
+def _guard(s: BuildState, work: Work) -> Decision:
+    """The retry guard: a phase that keeps failing, or failed for good, asks a human."""
+    if isinstance(work, RunFinalizeStep):
+        return work
+    phase = work.phase if isinstance(work, RunPhase) else f"verify:{work.step}"
+    key = attempt_key(phase, work.round)
+    if key in s.blocked:
+        return RaiseEscalation(
+            id=_next_id(s),
+            phase=phase,
+            round=work.round,
+            cause="permanent-failure",
+            question=(
+                f"{key} failed with an error that retrying will not fix: {_clip(s.blocked[key])}"
+                " -- answer once it is fixed (or with guidance), or abort the build."
+            ),
+        )
+    failures = s.attempts.get(key, 0)
+    if failures >= s.config.policy.max_phase_attempts:
+        return RaiseEscalation(
+            id=_next_id(s),
+            phase=phase,
+            round=work.round,
+            cause="attempts",
+            question=(
+                f"{key} failed {failures} times; last error: "
+                f"{_clip(s.last_error.get(key, 'unknown'))} -- answer to try again"
+                " (with any guidance), or abort the build."
+            ),
+        )
+    return work
+
+
+def _next_id(s: BuildState) -> str:
+    return f"e{s.escalation_count + 1}"
+
+
+def _clip(text: str, limit: int = 400) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
