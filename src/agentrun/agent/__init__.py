@@ -1,0 +1,1 @@
+"""The verbs agents use to report back (DESIGN §6)."""

@@ -1,0 +1,57 @@
+"""``git agentrun agent context``: what an agent needs, written to the scratch folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pygit2
+
+from agentrun.agent.verbs import PHASE_VERBS, AgentEnv
+from agentrun.kernel.state import BuildState
+from agentrun.store.cache import StateCache, load_state
+from agentrun.store.log import EventLog
+
+SCRATCH = Path(".agentrun") / "run"
+
+
+def ensure_scratch(worktree: Path) -> Path:
+    """The scratch folder, ignoring itself so that nothing in it is ever committed."""
+    scratch = worktree / SCRATCH
+    scratch.mkdir(parents=True, exist_ok=True)
+    ignore = scratch / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("*\n")
+    return scratch
+
+
+def write_context(repo: pygit2.Repository, env: AgentEnv, worktree: Path) -> Path:
+    log = EventLog(repo)
+    tip, state = load_state(log, StateCache(repo), env.build)
+    plan = log.text(tip, state.plan)
+    path = ensure_scratch(worktree) / "context.md"
+    path.write_text(render_context(state, env, plan), encoding="utf-8")
+    return path
+
+
+def render_context(state: BuildState, env: AgentEnv, plan: str | None) -> str:
+    parts = [
+        f"# Build {state.slug}: {env.phase} round {env.round}",
+        "",
+        "## Goal",
+        "",
+        state.goal,
+        "",
+        f"Base: {state.base_ref} at {state.base_sha[:12]}; build branch `{state.branch}`.",
+    ]
+    if plan:
+        parts += ["", "## Approved plan" if state.stage != "plan-review" else "## Plan", "", plan]
+    if state.feedback:
+        parts += ["", "## Feedback for this round", ""]
+        parts += [f"- {item}" for item in state.feedback]
+    answered = [e for e in state.escalations if not e.open]
+    if answered:
+        parts += ["", "## Answers from people", ""]
+        parts += [f"- {e.id}: {e.question}\n  Answer ({e.by}): {e.answer}" for e in answered]
+    verbs = ", ".join(PHASE_VERBS.get(env.family, ()))
+    parts += ["", "## How to finish", "", f"Run `git agentrun agent <verb>`, one of: {verbs}.", ""]
+    return "\n".join(parts)

@@ -1,0 +1,1 @@
+"""The runner: executes the kernel's decisions (DESIGN §4)."""

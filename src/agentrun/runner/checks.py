@@ -1,0 +1,187 @@
+"""Deterministic steps the kernel runs itself: verify checks and finalize commands.
+
+A check is a recorded command and its exit code, run in the worktree with no agent
+session. Its report (command, output, exit code) is an artifact of the log; a failing
+check's output tail becomes the next implement round's feedback.
+"""
+
+from __future__ import annotations
+
+from agentrun import procs
+from agentrun.errors import GuardError
+from agentrun.events import (
+    FinalizeCompleted,
+    FinalizeStarted,
+    FinalizeStepCompleted,
+    ObservationRecorded,
+    PhaseFailed,
+    VerifyCompleted,
+    VerifyStarted,
+)
+from agentrun.kernel.decide import RunCheck, RunFinalizeStep, SkipVerify
+from agentrun.runner.build import BuildHandle
+from agentrun.runner.sessions import agent_env
+from agentrun.runner.workspace import PhaseMark, Workspace
+from agentrun.runtimes.base import SessionControl
+from agentrun.store.log import Draft
+from agentrun.store.notes import add_note
+
+REPORT_LIMIT = 64 * 1024
+
+
+def _run_command(
+    build: BuildHandle, workspace: Workspace, phase: str, command: str, control: SessionControl
+) -> procs.Finished:
+    state = build.state
+    env = agent_env(state.slug, phase, state.impl_round, "none")
+    try:
+        return procs.run_tree(
+            ["bash", "-c", command],
+            cwd=workspace.path,
+            env=env,
+            timeout=state.config.policy.check_timeout_seconds,
+            cancel=control.cancel,
+            on_line=build.observer.activity,
+        )
+    except KeyboardInterrupt:
+        control.cancel.set()
+        raise
+
+
+def _report(command: str, done: procs.Finished, timeout: float) -> tuple[bytes, str]:
+    if done.timed_out:
+        status = f"timed out after {timeout:g}s (process tree ended)"
+    else:
+        status = f"exit {done.exit_code}"
+    text = f"$ {command}\n{done.output}\n[{status}]\n"
+    data = text.encode()
+    if len(data) > REPORT_LIMIT:
+        data = b"[... output cut ...]\n" + data[-REPORT_LIMIT:]
+    return data, status
+
+
+def run_check(
+    build: BuildHandle, workspace: Workspace, work: RunCheck, control: SessionControl
+) -> None:
+    state = build.state
+    phase = f"verify:{work.step}"
+    build.append(
+        [Draft(VerifyStarted(step=work.step, round=work.round, attempt=work.attempt))], fact=False
+    )
+    try:
+        done = _run_command(build, workspace, phase, work.command, control)
+    except KeyboardInterrupt:
+        build.append([Draft(_interrupted(phase, work.round, work.attempt))])
+        raise
+    if done.cancelled:
+        build.append([Draft(_interrupted(phase, work.round, work.attempt, "cancelled"))])
+        return
+    timeout = state.config.policy.check_timeout_seconds
+    report, status = _report(work.command, done, timeout)
+    passed = done.exit_code == 0
+    outcome = "pass" if passed else "fail"
+    mark = PhaseMark(state.slug, phase, work.round, None, f"{work.step} {outcome} ({status})")
+    head = workspace.commit_empty(state.head, mark)
+    name = f"verify-{work.step}-r{work.round}-a{work.attempt}.txt"
+    reason = "" if passed else f"`{work.command}` {status}:\n{done.output[-2000:]}"
+    completed = VerifyCompleted(
+        step=work.step,
+        round=work.round,
+        attempt=work.attempt,
+        outcome=outcome,
+        exit_code=done.exit_code,
+        report=name,
+        reason=reason,
+        head=head,
+    )
+    build.append([Draft(completed, artifacts={name: report})])
+    add_note(
+        build.repo,
+        head,
+        {
+            "build": state.slug,
+            "phase": phase,
+            "round": work.round,
+            "command": work.command,
+            "outcome": outcome,
+            "exit_code": done.exit_code,
+        },
+    )
+
+
+def skip_verify(build: BuildHandle, work: SkipVerify) -> None:
+    build.append(
+        [
+            Draft(
+                VerifyCompleted(
+                    step=work.step,
+                    round=work.round,
+                    attempt=0,
+                    outcome="skipped",
+                    reason=work.reason,
+                )
+            )
+        ],
+        fact=False,
+    )
+
+
+def run_finalize_step(
+    build: BuildHandle, workspace: Workspace, work: RunFinalizeStep, control: SessionControl
+) -> None:
+    """A finalize command, or giving up on a step that kept being interrupted."""
+    state = build.state
+    phase = f"finalize:{work.step}"
+    tail = [Draft(FinalizeCompleted())] if work.last else []
+    if work.give_up or work.command is None:
+        note = f"gave up after {work.attempt - 1} interrupted attempt(s)"
+        build.append(
+            [
+                Draft(FinalizeStepCompleted(step=work.step, ok=False, note=note)),
+                Draft(ObservationRecorded(phase=phase, text=note)),
+                *tail,
+            ],
+            fact=False,
+        )
+        return
+    build.append([Draft(FinalizeStarted(step=work.step, attempt=work.attempt))], fact=False)
+    try:
+        done = _run_command(build, workspace, phase, work.command, control)
+    except KeyboardInterrupt:
+        build.append([Draft(_interrupted(phase, state.impl_round, work.attempt))])
+        raise
+    if done.cancelled:
+        build.append([Draft(_interrupted(phase, state.impl_round, work.attempt, "cancelled"))])
+        return
+    report, status = _report(work.command, done, state.config.policy.check_timeout_seconds)
+    name = f"finalize-{work.step}-a{work.attempt}.txt"
+    head = None
+    note = ""
+    ok = done.exit_code == 0
+    if ok:
+        mark = PhaseMark(state.slug, phase, state.impl_round, None, f"{work.step} ({status})")
+        try:
+            head = workspace.commit_phase(state.head, mark)
+        except GuardError as exc:
+            ok, note = False, str(exc)
+    else:
+        note = f"`{work.command}` {status}"
+    drafts = [
+        Draft(
+            FinalizeStepCompleted(step=work.step, ok=ok, note=note, head=head),
+            artifacts={name: report},
+        )
+    ]
+    if not ok:
+        drafts.append(Draft(ObservationRecorded(phase=phase, text=note)))
+    build.append([*drafts, *tail])
+
+
+def _interrupted(phase: str, round_: int, attempt: int, why: str = "Ctrl-C") -> PhaseFailed:
+    return PhaseFailed(
+        phase=phase,
+        round=round_,
+        attempt=attempt,
+        error=f"interrupted ({why})",
+        interrupted=True,
+    )

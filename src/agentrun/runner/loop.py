@@ -1,0 +1,213 @@
+"""The runner loop: claim the lease, read the log, decide, execute, append, repeat.
+
+Killed at any point, a new runner re-reads the log and re-decides: what a dead runner
+left open is closed first, and a started-but-unfinished phase re-runs from its start.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import assert_never
+
+import pygit2
+
+from agentrun import procs
+from agentrun.errors import ConcurrentUpdateError, ForgeError, RuntimeSetupError
+from agentrun.events import (
+    BuildAborted,
+    BuildCompleted,
+    BuildFailed,
+    BuildPaused,
+    BuildResumed,
+    EscalationRaised,
+    PhaseFailed,
+    RunnerAttached,
+    RunnerSetupFailed,
+    SessionEnded,
+)
+from agentrun.kernel.decide import (
+    Acknowledge,
+    Complete,
+    Decision,
+    Fail,
+    Publish,
+    RaiseEscalation,
+    RunAgentVerify,
+    RunCheck,
+    RunFinalizeStep,
+    RunPhase,
+    SkipVerify,
+    Wait,
+    decide,
+)
+from agentrun.kernel.state import BuildState
+from agentrun.runner.build import BuildHandle, Observer, Silent
+from agentrun.runner.checks import run_check, run_finalize_step, skip_verify
+from agentrun.runner.publish import Publisher
+from agentrun.runner.sessions import SessionRunner
+from agentrun.runner.workspace import Workspace
+from agentrun.store.lease import Heartbeat, Lease, acquire
+from agentrun.store.log import Draft
+
+
+@dataclass(frozen=True)
+class Outcome:
+    state: BuildState
+    waiting: str
+
+
+class Runner:
+    """Runs one build until it completes or parks (``wait``)."""
+
+    def __init__(
+        self,
+        repo: pygit2.Repository,
+        slug: str,
+        observer: Observer | None = None,
+        heartbeat_seconds: float | None = None,
+    ) -> None:
+        self.repo = repo
+        self.slug = slug
+        self.instance = f"r-{uuid.uuid4().hex[:8]}"
+        self.observer = observer or Silent()
+        self.heartbeat_seconds = heartbeat_seconds
+
+    def run(self, acknowledge_only: bool = False) -> Outcome:
+        """Execute decisions until ``wait``; with ``acknowledge_only``, only controls."""
+        lease = acquire(self.repo, self.slug, holder=self.instance)
+        dead = lease.taken_from
+        if dead is not None and dead.agent_pgid and dead.holder_dead_here():
+            # Whatever the dead runner's agent left running would race the new session.
+            procs.end_group(dead.agent_pgid)
+        beat = Heartbeat(lease, self.heartbeat_seconds or lease.ttl / 4)
+        try:
+            with beat:
+                return self._loop(lease, beat, acknowledge_only)
+        finally:
+            lease.release()
+
+    def _loop(self, lease: Lease, beat: Heartbeat, acknowledge_only: bool) -> Outcome:
+        build = BuildHandle(self.repo, self.slug, self.observer, writer=self.instance)
+        state = build.state
+        workspace = Workspace(self.repo, self.slug, state.branch)
+        publisher = Publisher(self.repo, build)
+        sessions = SessionRunner(self.repo, build, workspace, beat, self.observer)
+        if not acknowledge_only:
+            self._attach(build)
+        while True:
+            beat.check()
+            state = build.refresh()
+            decision = decide(state)
+            if isinstance(decision, Wait):
+                publisher.sync_status()
+                return Outcome(state, decision.reason)
+            if acknowledge_only and not isinstance(decision, Acknowledge):
+                return Outcome(state, "not-acknowledged")
+            try:
+                self._execute(decision, build, workspace, sessions, publisher)
+            except ConcurrentUpdateError:
+                continue  # someone appended between our read and our write: re-decide
+            publisher.sync_status()
+
+    def _attach(self, build: BuildHandle) -> None:
+        state = build.state
+        me = procs.me()
+        drafts = [
+            Draft(
+                RunnerAttached(
+                    instance=self.instance, host=me.host, pid=me.pid, resumed_from_seq=state.seq
+                )
+            )
+        ]
+        previous = state.runner or "a runner"
+        if state.session is not None:
+            drafts.append(
+                Draft(
+                    SessionEnded(
+                        session=state.session.session,
+                        outcome="abandoned",
+                        error=f"{previous} stopped during the session",
+                    )
+                )
+            )
+        if state.in_flight is not None and state.status == "running":
+            flight = state.in_flight
+            drafts.append(
+                Draft(
+                    PhaseFailed(
+                        phase=flight.phase,
+                        round=flight.round,
+                        attempt=flight.attempt,
+                        error=f"interrupted: {previous} stopped before {flight.key} finished",
+                        will_retry=flight.attempt < state.config.policy.max_phase_attempts,
+                        session=state.session.session if state.session else None,
+                    )
+                )
+            )
+        build.append(drafts)
+
+    def _execute(
+        self,
+        decision: Decision,
+        build: BuildHandle,
+        workspace: Workspace,
+        sessions: SessionRunner,
+        publisher: Publisher,
+    ) -> None:
+        state = build.state
+        if isinstance(decision, Acknowledge):
+            control = decision.control
+            ack = {"pause": BuildPaused, "resume": BuildResumed, "abort": BuildAborted}[control]
+            build.append([Draft(ack(reason=f"acknowledged by {self.instance}"))])
+        elif isinstance(decision, RunPhase | RunAgentVerify):
+            self._with_workspace(build, workspace, lambda: sessions.run(decision))
+        elif isinstance(decision, RunCheck):
+            self._with_workspace(
+                build, workspace, lambda: run_check(build, workspace, decision, sessions.control)
+            )
+        elif isinstance(decision, RunFinalizeStep):
+            if decision.command is None and not decision.give_up:
+                self._with_workspace(build, workspace, lambda: sessions.run(decision))
+            else:
+                self._with_workspace(
+                    build,
+                    workspace,
+                    lambda: run_finalize_step(build, workspace, decision, sessions.control),
+                )
+        elif isinstance(decision, SkipVerify):
+            skip_verify(build, decision)
+        elif isinstance(decision, Publish):
+            try:
+                publisher.publish(decision.operation)
+            except ForgeError as exc:
+                build.append([Draft(RunnerSetupFailed(error=f"forge: {exc}"))])
+        elif isinstance(decision, RaiseEscalation):
+            payload = EscalationRaised(
+                id=decision.id,
+                phase=decision.phase,
+                round=decision.round,
+                source="policy",
+                cause=decision.cause,
+                question=decision.question,
+            )
+            build.append([Draft(payload)], fact=False)
+        elif isinstance(decision, Complete):
+            build.append([Draft(BuildCompleted(summary_text=state.goal))], fact=False)
+        elif isinstance(decision, Fail):
+            build.append([Draft(BuildFailed(reason=decision.reason))], fact=False)
+        elif isinstance(decision, Wait):
+            pass
+        else:
+            assert_never(decision)
+
+    def _with_workspace(
+        self, build: BuildHandle, workspace: Workspace, work: Callable[[], None]
+    ) -> None:
+        try:
+            workspace.prepare(build.state.head)
+        except RuntimeSetupError as exc:
+            build.append([Draft(RunnerSetupFailed(error=str(exc)))])
+            return
+        work()

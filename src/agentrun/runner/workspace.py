@@ -1,0 +1,170 @@
+"""The build's workspace: a git worktree on ``agentrun/<slug>`` (DESIGN §4, §12).
+
+It lives under ``.git/agentrun/worktrees/<slug>``, so the user's own working tree and
+index are never touched. Each phase ends with exactly one phase commit whose parent is
+the previous phase commit; commits the agent made itself are folded into it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from agentrun.agent.context import SCRATCH, ensure_scratch
+from agentrun.errors import GuardError, RuntimeSetupError
+from agentrun.gitrepo import (
+    WALK_NEWEST_FIRST,
+    agentrun_dir,
+    blob_data,
+    child_env,
+    signature,
+    tree_at,
+)
+
+PROTECTED = ".agentrun/"
+SCRATCH_PREFIX = SCRATCH.as_posix() + "/"
+
+
+@dataclass(frozen=True)
+class PhaseMark:
+    """What the trailers of a phase commit say."""
+
+    build: str
+    phase: str
+    round: int
+    session: str | None
+    subject: str
+
+    def message(self) -> str:
+        subject = " ".join(self.subject.split())[:72] or "no changes"
+        trailers = [
+            f"Agentrun-Build: {self.build}",
+            f"Agentrun-Phase: {self.phase}",
+            f"Agentrun-Round: {self.round}",
+        ]
+        if self.session:
+            trailers.append(f"Agentrun-Session: {self.session}")
+        return f"{self.phase}@{self.round}: {subject}\n\n" + "\n".join(trailers) + "\n"
+
+
+class Workspace:
+    def __init__(self, repo: pygit2.Repository, slug: str, branch: str) -> None:
+        self.repo = repo
+        self.slug = slug
+        self.branch = branch
+        self.branch_ref = f"refs/heads/{branch}"
+        self.path = agentrun_dir(repo) / "worktrees" / slug
+
+    def prepare(self, head: str) -> Path:
+        """Reset the branch and worktree to ``head``, discarding what a dead session left."""
+        try:
+            self.repo.references.create(self.branch_ref, pygit2.Oid(hex=head), force=True)
+            if not (self.path / ".git").exists():
+                self._add_worktree()
+            self._git("checkout", "-q", "-f", self.branch)
+            self._git("reset", "-q", "--hard", head)
+            self._git("clean", "-q", "-f", "-d")
+        except (pygit2.GitError, OSError, subprocess.CalledProcessError) as exc:
+            detail = getattr(exc, "stderr", None) or exc
+            raise RuntimeSetupError(f"cannot prepare the worktree {self.path}: {detail}") from None
+        ensure_scratch(self.path)
+        return self.path
+
+    def _add_worktree(self) -> None:
+        if self.path.exists():
+            shutil.rmtree(self.path)
+        with contextlib.suppress(KeyError, pygit2.GitError):
+            self.repo.lookup_worktree(self.slug).prune(True)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.repo.add_worktree(self.slug, str(self.path), self.repo.references[self.branch_ref])
+
+    def _git(self, *args: str) -> str:
+        out = subprocess.run(
+            ["git", *args],
+            cwd=self.path,
+            env=child_env(),
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        return out.stdout
+
+    def commit_phase(self, parent: str, mark: PhaseMark) -> str:
+        """The phase commit: the worktree as ``git add -A`` sees it, minus the scratch folder.
+
+        Raises ``GuardError`` (nothing committed) when the work changes ``.agentrun/`` or
+        plants a symlink that points outside the worktree.
+        """
+        wt = pygit2.Repository(str(self.path))
+        self._check_agent_commits(wt, parent)
+        self._git("add", "-A")
+        index = wt.index
+        index.read(True)
+        for entry in list(index):
+            if entry.path.startswith(SCRATCH_PREFIX):
+                index.remove(entry.path)
+        tree = index.write_tree()
+        self._check_tree(parent, tree, where="the worktree")
+        sig = signature()
+        oid = self.repo.create_commit(
+            None, sig, sig, mark.message(), tree, [pygit2.Oid(hex=parent)]
+        )
+        self.repo.references.create(self.branch_ref, oid, force=True)
+        self._git("checkout", "-q", "-f", self.branch)
+        self._git("reset", "-q", str(oid))
+        return str(oid)
+
+    def commit_empty(self, parent: str, mark: PhaseMark) -> str:
+        """A phase commit that changes nothing (checks), so every phase ends with one."""
+        sig = signature()
+        tree = tree_at(self.repo, parent).id
+        oid = self.repo.create_commit(
+            None, sig, sig, mark.message(), tree, [pygit2.Oid(hex=parent)]
+        )
+        self.repo.references.create(self.branch_ref, oid, force=True)
+        return str(oid)
+
+    def _check_agent_commits(self, wt: pygit2.Repository, parent: str) -> None:
+        if wt.head_is_unborn:
+            return
+        head = wt.head.target
+        if str(head) == parent:
+            return
+        walker = wt.walk(head, WALK_NEWEST_FIRST)
+        walker.hide(pygit2.Oid(hex=parent))
+        for commit in walker:
+            base = commit.parents[0].tree_id if commit.parents else tree_at(self.repo, parent).id
+            self._check_tree(str(base), commit.tree_id, where=f"commit {str(commit.id)[:10]}")
+
+    def _check_tree(self, parent: str, tree: pygit2.Oid, where: str) -> None:
+        diff = tree_at(self.repo, parent).diff_to_tree(tree_at(self.repo, tree))
+        for delta in diff.deltas:
+            for side in (delta.old_file, delta.new_file):
+                if side.path.startswith(PROTECTED):
+                    raise GuardError(
+                        f"{where} changes {side.path}: agents may not change .agentrun/ "
+                        "(it belongs to the maintainers)"
+                    )
+            new = delta.new_file
+            if new.mode == pygit2.GIT_FILEMODE_LINK and delta.status != pygit2.GIT_DELTA_DELETED:
+                target = blob_data(self.repo, new.id).decode("utf-8", "replace")
+                joined = posixpath.normpath(posixpath.join(posixpath.dirname(new.path), target))
+                if posixpath.isabs(target) or joined == ".." or joined.startswith("../"):
+                    raise GuardError(
+                        f"{where} adds {new.path}, a symlink pointing outside the worktree "
+                        f"({target})"
+                    )
+
+    def changed_paths(self, base: str, head: str) -> tuple[str, ...]:
+        diff = tree_at(self.repo, base).diff_to_tree(tree_at(self.repo, head))
+        paths = {d.new_file.path for d in diff.deltas} | {d.old_file.path for d in diff.deltas}
+        return tuple(sorted(paths))
+
+    def scratch(self) -> Path:
+        return self.path / SCRATCH

@@ -1,0 +1,1 @@
+"""Runtimes: adapters that run an agent (DESIGN §7)."""
