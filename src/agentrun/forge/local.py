@@ -1,0 +1,345 @@
+"""The local forge: proposals as git refs, the embedded default (DESIGN §8).
+
+Proposals live under ``refs/agentrun/pulls/<n>`` (see ``local_store``). Branches need no
+publishing: they already live in this repository. ``merge`` and ``close`` stand in for
+the buttons of a hosted forge, for ``git agentrun pulls``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pygit2
+from pygit2.enums import SortMode
+
+from agentrun.errors import ConcurrentUpdateError, ForgeError
+from agentrun.forge.base import Comment, ProposalInfo, register
+from agentrun.forge.local_store import (
+    Record,
+    StoredComment,
+    create,
+    numbers,
+    read,
+    to_comment,
+    update,
+)
+from agentrun.gitrepo import common_dir, now_utc, signature
+from agentrun.store.log import move_ref
+
+STATUS_AUTHOR = "agentrun"
+_LOCATION_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")
+
+
+class LocalForge:
+    """Proposals stored in the repository itself; no network, no account."""
+
+    name = "local"
+
+    def __init__(self, repo: pygit2.Repository) -> None:
+        self.repo = repo
+
+    # --- the Forge protocol ------------------------------------------------
+
+    def push_branch(self, branch: str, sha: str) -> None:
+        """The branch is already here: check it is at ``sha`` and note it on its proposals."""
+        tip = self._tip(branch)
+        if tip is None:
+            raise ForgeError(
+                f"no branch {branch!r} in this repository: create it before publishing"
+            )
+        if tip != sha:
+            raise ForgeError(
+                f"branch {branch} is at {tip[:10]}, not {sha[:10]}: move it there first"
+            )
+        for record in self._records():
+            if record.state == "open" and record.head == branch and record.head_sha != sha:
+                update(self.repo, record.number, _with_head(branch, sha), f"pushed {sha[:10]}")
+
+    def find_open(self, head: str) -> ProposalInfo | None:
+        """The newest open proposal of branch ``head``."""
+        for record in reversed(self._records()):
+            if record.state == "open" and record.head == head:
+                return record.info()
+        return None
+
+    def open_draft(
+        self, title: str, body: str, head: str, base: str, build: str | None
+    ) -> ProposalInfo:
+        """Open a draft proposal of ``head`` into ``base``; both branches must exist here."""
+        if head == base:
+            raise ForgeError(f"a proposal needs two branches; head and base are both {head!r}")
+        head_sha = self._tip(head)
+        for branch, sha in ((head, head_sha), (base, self._tip(base))):
+            if sha is None:
+                raise ForgeError(f"no branch {branch!r} in this repository: create it first")
+        existing = self.find_open(head)
+        if existing is not None:
+            # Hosted forges refuse a second open proposal for one head; so do we.
+            raise ForgeError(f"proposal #{existing.number} is already open for {head}")
+        now = now_utc()
+
+        def make(number: int) -> Record:
+            return Record(
+                number=number,
+                title=title,
+                body=body,
+                head=head,
+                base=base,
+                build=build,
+                head_sha=head_sha,
+                created_at=now,
+                updated_at=now,
+            )
+
+        return create(self.repo, make).info()
+
+    def get(self, number: int) -> ProposalInfo:
+        """One proposal; ``ForgeError`` when there is none."""
+        return read(self.repo, number)[1].info()
+
+    def list(self) -> builtins.list[ProposalInfo]:
+        """All proposals, newest first."""
+        return [record.info() for record in reversed(self._records())]
+
+    def update_body(self, number: int, body: str) -> None:
+        """Replace the proposal's description."""
+
+        def change(record: Record) -> Record:
+            if record.body == body:
+                return record
+            return record.model_copy(update={"body": body, "updated_at": now_utc()})
+
+        update(self.repo, number, change, "body updated")
+
+    def upsert_status_comment(self, number: int, body: str) -> Comment:
+        """Create the proposal's status comment once; afterwards edit it in place."""
+
+        def change(record: Record) -> Record:
+            now = now_utc()
+            comments = builtins.list(record.comments)
+            for i, old in enumerate(comments):
+                if old.id == record.status_comment_id:
+                    if old.body == body:
+                        return record
+                    comments[i] = old.model_copy(update={"body": body, "updated_at": now})
+                    return record.model_copy(
+                        update={"comments": tuple(comments), "updated_at": now}
+                    )
+            new = _new_comment(record, STATUS_AUTHOR, body)
+            return record.model_copy(
+                update={
+                    "comments": (*record.comments, new),
+                    "status_comment_id": new.id,
+                    "updated_at": now,
+                }
+            )
+
+        record = update(self.repo, number, change, "status comment")
+        return next(to_comment(c) for c in record.comments if c.id == record.status_comment_id)
+
+    def comment(self, number: int, body: str, author: str = "agentrun") -> Comment:
+        """Add a comment; ids count up from 1 within a proposal."""
+
+        def change(record: Record) -> Record:
+            new = _new_comment(record, author, body)
+            return record.model_copy(
+                update={"comments": (*record.comments, new), "updated_at": new.created_at}
+            )
+
+        # The write is compare-and-swap on the record it was made from, so the last
+        # comment of the stored record is ours.
+        return to_comment(update(self.repo, number, change, f"comment by {author}").comments[-1])
+
+    def comments_since(self, number: int, after_id: int) -> builtins.list[Comment]:
+        """Comments with an id greater than ``after_id``, oldest first."""
+        _, record = read(self.repo, number)
+        return [
+            to_comment(c) for c in sorted(record.comments, key=lambda c: c.id) if c.id > after_id
+        ]
+
+    def mark_ready(self, number: int) -> None:
+        """Take an open proposal out of draft."""
+
+        def change(record: Record) -> Record:
+            _require_open(record, "marked ready")
+            if not record.draft:
+                return record
+            return record.model_copy(update={"draft": False, "updated_at": now_utc()})
+
+        update(self.repo, number, change, "ready for review")
+
+    # --- what a hosted forge's buttons do ------------------------------------
+
+    def merge(self, number: int) -> str:
+        """Merge the proposal's head into its base the way a forge would; returns the new base sha.
+
+        Fast-forward when the base is an ancestor of the head, else a merge commit. On a
+        conflict, or when the checked-out base has uncommitted changes, nothing changes.
+        """
+        _, record = read(self.repo, number)
+        _require_open(record, "merged")
+        head = self._require_tip(record.head, number)
+        base = self._require_tip(record.base, number)
+        new = self._merged(record, base, head)
+        if new != base:
+            self._advance(record.base, base, new)
+
+        def change(current: Record) -> Record:
+            _require_open(current, "merged")
+            return current.model_copy(
+                update={"state": "merged", "head_sha": head, "updated_at": now_utc()}
+            )
+
+        update(self.repo, number, change, f"merged into {record.base} at {new[:10]}")
+        return new
+
+    def close(self, number: int) -> None:
+        """Close the proposal without merging it."""
+
+        def change(record: Record) -> Record:
+            _require_open(record, "closed")
+            return record.model_copy(update={"state": "closed", "updated_at": now_utc()})
+
+        update(self.repo, number, change, "closed")
+
+    def commits(self, number: int) -> builtins.list[tuple[str, str]]:
+        """(sha, subject) of the commits in base..head, oldest first."""
+        _, record = read(self.repo, number)
+        head = self._tip(record.head) or record.head_sha
+        if head is None:
+            return []
+        walker = self.repo.walk(head, SortMode.TOPOLOGICAL | SortMode.REVERSE)
+        base = self._tip(record.base)
+        if base is not None:
+            walker.hide(base)
+        return [(str(c.id), c.message.split("\n", 1)[0]) for c in walker]
+
+    # --- helpers -------------------------------------------------------------
+
+    def _records(self) -> builtins.list[Record]:
+        """Every proposal, oldest first."""
+        return [read(self.repo, n)[1] for n in numbers(self.repo)]
+
+    def _tip(self, branch: str) -> str | None:
+        ref = self.repo.references.get(f"refs/heads/{branch}")
+        return None if ref is None else str(ref.resolve().target)
+
+    def _require_tip(self, branch: str, number: int) -> str:
+        tip = self._tip(branch)
+        if tip is None:
+            raise ForgeError(f"proposal #{number}: branch {branch!r} no longer exists")
+        return tip
+
+    def _merged(self, record: Record, base: str, head: str) -> str:
+        """The commit the base branch should point at once ``head`` is merged."""
+        if base == head or self.repo.descendant_of(base, head):
+            return base  # everything is in the base already
+        if self.repo.descendant_of(head, base):
+            return head
+        index = self.repo.merge_commits(base, head)
+        if index.conflicts is not None:
+            paths = sorted(
+                {entry.path for triple in index.conflicts for entry in triple if entry is not None}
+            )
+            raise ForgeError(
+                f"proposal #{record.number} conflicts with {record.base} in "
+                f"{', '.join(paths)}: merge {record.base} into {record.head}, resolve, and retry"
+            )
+        tree = index.write_tree(self.repo)
+        sig = self._merger()
+        message = f"Merge proposal #{record.number} from {record.head}\n\n{record.title}\n"
+        return str(self.repo.create_commit(None, sig, sig, message, tree, [base, head]))
+
+    def _merger(self) -> pygit2.Signature:
+        """The user's identity, as a forge credits the person who pressed merge."""
+        try:
+            return self.repo.default_signature
+        except (KeyError, pygit2.GitError):
+            return signature()
+
+    def _advance(self, branch: str, old: str, new: str) -> None:
+        """Move ``branch`` from ``old`` to ``new``, and the working tree that has it checked out."""
+        worktree = checked_out_in(self.repo, branch)
+        if worktree is None:
+            try:
+                move_ref(self.repo, f"refs/heads/{branch}", new, old)
+            except ConcurrentUpdateError:
+                raise ForgeError(f"{branch} moved while merging; try again") from None
+            return
+        changed = tracked_changes(worktree)
+        if changed:
+            raise ForgeError(
+                f"{branch} is checked out in {worktree} with uncommitted changes "
+                f"({', '.join(changed[:3])}): commit or stash them, then merge again"
+            )
+        # git itself moves the branch, index and files together, and refuses (changing
+        # nothing) when an untracked file is in the way.
+        git_in(worktree, "merge", "--ff-only", "--quiet", new)
+
+
+def checked_out_in(repo: pygit2.Repository, branch: str) -> Path | None:
+    """The working tree (main or linked) that has ``branch`` checked out, if any."""
+    out = git_in(common_dir(repo), "worktree", "list", "--porcelain", git_dir=True)
+    for block in out.split("\n\n"):
+        lines = block.splitlines()
+        fields = dict(line.partition(" ")[::2] for line in lines)
+        if "bare" in fields or fields.get("branch") != f"refs/heads/{branch}":
+            continue
+        path = Path(fields["worktree"])
+        if path.is_dir():
+            return path
+    return None
+
+
+def tracked_changes(worktree: Path) -> builtins.list[str]:
+    """Paths of tracked files with staged or unstaged changes in ``worktree``."""
+    out = git_in(worktree, "status", "--porcelain", "--untracked-files=no")
+    return [line[3:] for line in out.splitlines() if line.strip()]
+
+
+def git_in(where: Path, *args: str, git_dir: bool = False) -> str:
+    """Run git in working tree ``where`` (or git directory, with ``git_dir``); its stdout.
+
+    A failure is a ``ForgeError`` carrying git's own reason.
+    """
+    location = [f"--git-dir={where}"] if git_dir else ["-C", str(where)]
+    # Inside a git hook GIT_DIR and friends are set and would override ``where``.
+    env = {k: v for k, v in os.environ.items() if k not in _LOCATION_VARS}
+    done = subprocess.run(
+        ["git", *location, *args], capture_output=True, text=True, check=False, env=env
+    )
+    if done.returncode != 0:
+        # git spreads one reason over several lines (a heading, the paths, "Aborting").
+        detail = " ".join(line.strip() for line in (done.stderr or done.stdout).splitlines())
+        raise ForgeError(f"git {args[0]} failed in {where}: {detail[:400] or 'no output'}")
+    return done.stdout
+
+
+def _require_open(record: Record, verb: str) -> Record:
+    if record.state != "open":
+        raise ForgeError(
+            f"proposal #{record.number} is {record.state}: only an open one can be {verb}"
+        )
+    return record
+
+
+def _new_comment(record: Record, author: str, body: str) -> StoredComment:
+    now = now_utc()
+    next_id = max((c.id for c in record.comments), default=0) + 1
+    return StoredComment(id=next_id, author=author, body=body, created_at=now, updated_at=now)
+
+
+def _with_head(branch: str, sha: str) -> Callable[[Record], Record]:
+    def change(record: Record) -> Record:
+        if record.state != "open" or record.head != branch:
+            return record
+        return record.model_copy(update={"head_sha": sha, "updated_at": now_utc()})
+
+    return change
+
+
+register("local", LocalForge)
