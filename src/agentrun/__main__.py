@@ -1,0 +1,5 @@
+from __future__ import annotations
+
+from agentrun.cli.main import main
+
+main()

@@ -1,0 +1,360 @@
+"""``git agentrun``: parse, call one core function, render. Heavy imports stay inside.
+
+Exit codes: 0 ok, 1 a user error (one line saying what to do), 2 a usage error,
+3 a bug (the trace is written to a file), 130 Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+from tempfile import gettempdir
+from typing import Any
+
+import click
+
+from agentrun import __version__
+
+EXIT_USER, EXIT_BUG, EXIT_INTERRUPT = 1, 3, 130
+
+
+class AgentrunGroup(click.Group):
+    """Maps errors to the fixed exit codes, for the console script and CliRunner alike."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from agentrun.errors import AgentrunError
+
+        try:
+            return super().invoke(ctx)
+        except AgentrunError as exc:
+            click.echo(f"agentrun: {exc}", err=True)
+            ctx.exit(EXIT_USER)
+        except KeyboardInterrupt:
+            click.echo("agentrun: interrupted", err=True)
+            ctx.exit(EXIT_INTERRUPT)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception:
+            path = Path(gettempdir()) / f"agentrun-crash-{datetime.now(UTC):%Y%m%d-%H%M%S}.txt"
+            path.write_text(traceback.format_exc())
+            click.echo(f"agentrun: internal error (a bug); the trace is in {path}", err=True)
+            ctx.exit(EXIT_BUG)
+
+
+def _repo() -> Any:
+    from agentrun.gitrepo import open_repo
+
+    return open_repo(Path.cwd())
+
+
+def _echo_json(data: object) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+@click.group(cls=AgentrunGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(
+    __version__, "--version", prog_name="agentrun", message="%(prog)s %(version)s"
+)
+def cli() -> None:
+    """Turn a goal into a reviewed, verified draft proposal, with all state in git."""
+
+
+@cli.command()
+@click.option("--force", is_flag=True, help="Overwrite an existing .agentrun.toml.")
+def init(force: bool) -> None:
+    """Write a commented .agentrun.toml at the repository root."""
+    from agentrun.commands.init import init as write
+
+    repo = _repo()
+    path = write(Path(repo.workdir), force)
+    click.echo(f'wrote {path}: configure a runtime in it, then `git agentrun run "GOAL"`')
+
+
+@cli.command()
+@click.argument("goal")
+@click.option(
+    "--base",
+    metavar="REF",
+    envvar="AGENTRUN_BASE",
+    show_envvar=True,
+    help="Start from REF instead of the current branch's HEAD.",
+)
+@click.option(
+    "--role",
+    "roles",
+    multiple=True,
+    metavar="ROLE=RUNTIME",
+    help="Route a role to a configured runtime for this build only.",
+)
+def run(goal: str, base: str | None, roles: tuple[str, ...]) -> None:
+    """Create a build for GOAL and run it until it completes or parks."""
+    from agentrun.cli.progress import progress
+    from agentrun.cli.render import outcome_lines
+    from agentrun.commands.build import create_build, parse_roles, run_build
+
+    repo = _repo()
+    created = create_build(repo, goal, base, parse_roles(roles))
+    click.echo(f"build {created.slug} from {created.base_ref} ({created.base_sha[:10]})")
+    if created.dirty:
+        click.echo("note: uncommitted changes in your working tree are not part of the build")
+    with progress() as observer:
+        outcome = run_build(repo, created.slug, observer)
+    for line in outcome_lines(outcome.state):
+        click.echo(line)
+
+
+@cli.command()
+@click.argument("slug")
+def resume(slug: str) -> None:
+    """Un-pause SLUG if paused and run it on from its log (also after a crash)."""
+    from agentrun.cli.progress import progress
+    from agentrun.cli.render import outcome_lines
+    from agentrun.commands.build import resume_build
+    from agentrun.kernel.state import BuildState
+
+    repo = _repo()
+    with progress() as observer:
+        result = resume_build(repo, slug, observer)
+    state = result if isinstance(result, BuildState) else result.state
+    if isinstance(result, BuildState):
+        click.echo(f"build {slug} is {state.status}; nothing to resume")
+        return
+    for line in outcome_lines(state):
+        click.echo(line)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (schema 1).")
+@click.option("--live-only", is_flag=True, help="Leave archived builds out.")
+def status(as_json: bool, live_only: bool) -> None:
+    """Every build: state, phase, round, open escalation, proposal, age."""
+    from agentrun.cli.render import status_table
+    from agentrun.commands.inspect import rows, status_json
+
+    found = rows(_repo(), include_archived=not live_only)
+    if as_json:
+        _echo_json(status_json(found))
+    else:
+        status_table(found)
+
+
+@cli.command()
+@click.argument("slug")
+@click.option("--json", "as_json", is_flag=True, help="The event envelopes with their commits.")
+def log(slug: str, as_json: bool) -> None:
+    """The timeline of SLUG: events, sessions, verdicts, checks."""
+    from agentrun.cli.render import event_line
+    from agentrun.commands.inspect import log_json, timeline
+
+    events = timeline(_repo(), slug)
+    if as_json:
+        _echo_json(log_json(slug, events))
+        return
+    for stored in events:
+        click.echo(event_line(stored))
+
+
+@cli.command()
+@click.argument("slug")
+@click.option("--transcript", "session", metavar="SESSION", help="Print a session's transcript.")
+@click.option("--artifact", "name", metavar="NAME", help="Print an artifact (plan, report, …).")
+def show(slug: str, session: str | None, name: str | None) -> None:
+    """Details of SLUG, or one of its transcripts or artifacts."""
+    from agentrun.cli.render import detail_lines
+    from agentrun.commands.inspect import artifact, detail, transcript
+
+    repo = _repo()
+    if session is not None:
+        click.echo(transcript(repo, slug, session).decode("utf-8", "replace"), nl=False)
+        return
+    if name is not None:
+        click.echo(artifact(repo, slug, name).decode("utf-8", "replace"), nl=False)
+        return
+    state, names, _ = detail(repo, slug)
+    for line in detail_lines(state, names):
+        click.echo(line)
+
+
+@cli.command()
+@click.argument("slug")
+@click.argument("text")
+@click.option(
+    "--escalation", "escalation", metavar="ID", help="Which escalation (when several are open)."
+)
+def answer(slug: str, text: str, escalation: str | None) -> None:
+    """Answer the open escalation of SLUG; `resume` then continues the build."""
+    from agentrun.commands.control import answer as record
+
+    esc_id, _ = record(_repo(), slug, text, escalation)
+    click.echo(f"answered {esc_id}; run `git agentrun resume {slug}` to continue the build")
+
+
+@cli.command()
+@click.argument("slug")
+def pause(slug: str) -> None:
+    """Ask SLUG to pause at its next safe step."""
+    from agentrun.commands.control import pause as request
+
+    click.echo(request(_repo(), slug).message)
+
+
+@cli.command()
+@click.argument("slug")
+def abort(slug: str) -> None:
+    """Abort SLUG; a running session is cancelled."""
+    from agentrun.commands.control import abort as request
+
+    click.echo(request(_repo(), slug).message)
+
+
+@cli.group(invoke_without_command=True)
+@click.pass_context
+def pulls(ctx: click.Context) -> None:
+    """The local forge's proposals (refs/agentrun/pulls/N)."""
+    if ctx.invoked_subcommand is None:
+        from agentrun.cli.render import pulls_table
+        from agentrun.commands.pulls import list_pulls
+
+        pulls_table(list_pulls(_repo()))
+
+
+@pulls.command("show")
+@click.argument("number", type=int)
+def pulls_show(number: int) -> None:
+    """A proposal: title, state, body, comments and commits."""
+    from agentrun.cli.render import proposal_lines
+    from agentrun.commands.pulls import show_pull
+
+    info, commits = show_pull(_repo(), number)
+    for line in proposal_lines(info, commits):
+        click.echo(line)
+
+
+@pulls.command("checkout")
+@click.argument("number", type=int)
+def pulls_checkout(number: int) -> None:
+    """Check out a proposal's branch in your working tree."""
+    from agentrun.commands.pulls import checkout_pull
+
+    click.echo(f"switched to {checkout_pull(_repo(), number)}")
+
+
+@pulls.command("merge")
+@click.argument("number", type=int)
+def pulls_merge(number: int) -> None:
+    """Merge a proposal into its base branch, and archive its build."""
+    from agentrun.commands.pulls import merge_pull
+
+    sha = merge_pull(_repo(), number)
+    click.echo(f"merged #{number}; base is now at {sha[:10]}")
+
+
+@pulls.command("close")
+@click.argument("number", type=int)
+def pulls_close(number: int) -> None:
+    """Close a proposal without merging, and archive its build."""
+    from agentrun.commands.pulls import close_pull
+
+    close_pull(_repo(), number)
+    click.echo(f"closed #{number}")
+
+
+@cli.command()
+@click.option("--keep", is_flag=True, help="Keep the demo repository and print where it is.")
+def demo(keep: bool) -> None:
+    """Run a whole build offline with a scripted agent, in a temporary repository."""
+    from agentrun.cli.progress import progress
+    from agentrun.commands.demo import run_demo
+
+    with progress() as observer:
+        report = run_demo(observer, keep=keep)
+    for line in report:
+        click.echo(line)
+
+
+@cli.group()
+def agent() -> None:
+    """The verbs agents use to report back (inside a session)."""
+
+
+def _report(verb: str, text: str = "", findings: tuple[str, ...] = ()) -> None:
+    from agentrun.agent.verbs import Report, agent_env, report
+
+    env = agent_env(os.environ)
+    click.echo(report(_repo(), env, Report(verb, text, findings)))
+
+
+@agent.command("context")
+def agent_context() -> None:
+    """Write what this session needs to .agentrun/run/context.md and print its path."""
+    from agentrun.agent.context import write_context
+    from agentrun.agent.verbs import agent_env
+
+    repo = _repo()
+    click.echo(write_context(repo, agent_env(os.environ), Path(repo.workdir)))
+
+
+@agent.command("plan")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+def agent_plan(file: Path) -> None:
+    """Submit the plan in FILE (plan phase)."""
+    from agentrun.errors import VerbError
+
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise VerbError(f"cannot read the plan {file}: {exc.strerror}") from None
+    _report("plan", text)
+
+
+@agent.command("approve")
+def agent_approve() -> None:
+    """Approve (plan-review, code-review)."""
+    _report("approve")
+
+
+@agent.command("revise")
+@click.option("--finding", "findings", multiple=True, required=True, help="What to change.")
+def agent_revise(findings: tuple[str, ...]) -> None:
+    """Ask for a revision (plan-review, code-review)."""
+    _report("revise", findings=findings)
+
+
+@agent.command("pass")
+def agent_pass() -> None:
+    """An agent verify step passes."""
+    _report("pass")
+
+
+@agent.command("fail")
+@click.option("--reason", required=True, help="What is wrong.")
+def agent_fail(reason: str) -> None:
+    """An agent verify step fails."""
+    _report("fail", reason)
+
+
+@agent.command("done")
+@click.option("--summary", default="", help="One line saying what changed.")
+def agent_done(summary: str) -> None:
+    """Finish an implement, reconcile or finalize phase."""
+    _report("done", summary)
+
+
+@agent.command("escalate")
+@click.argument("question")
+def agent_escalate(question: str) -> None:
+    """Ask a human; the build parks until it is answered."""
+    _report("escalate", question)
+
+
+def main() -> None:
+    cli.main(prog_name="git agentrun")
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)

@@ -1,0 +1,156 @@
+"""How builds, events and proposals read on a terminal or in a CI log."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import click
+
+from agentrun.commands.inspect import BuildRow
+from agentrun.events import describe_actor
+from agentrun.forge.base import ProposalInfo
+from agentrun.kernel.state import BuildState
+from agentrun.store.log import Stored
+
+
+def age(when: datetime | None, now: datetime | None = None) -> str:
+    if when is None:
+        return "-"
+    seconds = int(((now or datetime.now(UTC)) - when).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+def table(headers: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
+    widths = [
+        max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(headers)
+    ]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return [fmt.format(*headers).rstrip()] + [fmt.format(*r).rstrip() for r in body]
+
+
+def status_table(found: list[BuildRow]) -> None:
+    if not found:
+        click.echo('no builds yet: `git agentrun run "GOAL"` starts one')
+        return
+    body = []
+    for row in found:
+        s = row.state
+        esc = next(iter(s.open_escalations), None)
+        proposal = "-"
+        if s.proposal is not None:
+            flag = (
+                "merged"
+                if s.proposal.merged
+                else "closed"
+                if s.proposal.closed
+                else ("ready" if s.proposal.ready else "draft")
+            )
+            proposal = f"#{s.proposal.number} {flag}"
+        state = s.state_name + (" (archived)" if row.archived else "")
+        body.append(
+            [
+                s.slug,
+                state,
+                s.phase_label,
+                str(s.current_round),
+                esc.id if esc else "-",
+                proposal,
+                age(s.created_at),
+            ]
+        )
+    for line in table(["BUILD", "STATE", "PHASE", "ROUND", "ESCALATION", "PROPOSAL", "AGE"], body):
+        click.echo(line)
+
+
+def event_line(stored: Stored) -> str:
+    e = stored.event
+    summary = e.payload.summary().replace("\n", " ")
+    if len(summary) > 140:
+        summary = summary[:137] + "..."
+    return (
+        f"{e.seq:>4} {e.ts:%H:%M:%S} {stored.oid[:8]} {e.type:<24} {summary}"
+        f"  [{describe_actor(e.actor)}]"
+    )
+
+
+def outcome_lines(state: BuildState) -> list[str]:
+    lines = [f"build {state.slug}: {state.state_name} at {state.phase_label}"]
+    for esc in state.open_escalations:
+        lines.append(f"question {esc.id} ({esc.phase}@{esc.round}): {esc.question}")
+        lines.append(f'  answer:  git agentrun answer {state.slug} "…"')
+        lines.append(f"  then:    git agentrun resume {state.slug}")
+    if state.paused:
+        lines.append(f"resume with: git agentrun resume {state.slug}")
+    if state.status == "failed":
+        lines.append(f"reason: {state.reason}")
+    if state.proposal is not None:
+        ready = "ready for review" if state.proposal.ready else "draft"
+        lines.append(
+            f"proposal #{state.proposal.number} ({ready}): "
+            f"git agentrun pulls show {state.proposal.number}"
+        )
+    return lines
+
+
+def detail_lines(state: BuildState, artifacts: list[str]) -> list[str]:
+    lines = [
+        f"build:    {state.slug}",
+        f"goal:     {state.goal}",
+        f"state:    {state.state_name} at {state.phase_label}",
+        f"base:     {state.base_ref} {state.base_sha[:10]}",
+        f"branch:   {state.branch} at {state.head[:10]}",
+        f"sessions: {state.sessions}; "
+        f"tokens in/out {state.usage.tokens_in}/{state.usage.tokens_out}",
+    ]
+    if state.proposal is not None:
+        lines.append(f"proposal: #{state.proposal.number} {state.proposal.url}")
+    for name, result in state.verify_results.items():
+        lines.append(f"verify:   {name} {result.outcome} (attempt {result.attempt})")
+    for esc in state.escalations:
+        status = "open" if esc.open else f"answered by {esc.by}: {esc.answer}"
+        lines.append(f"question: {esc.id} {esc.phase}@{esc.round} {esc.question} [{status}]")
+    for note in state.observations:
+        lines.append(f"note:     {note}")
+    if artifacts:
+        lines.append("artifacts: " + ", ".join(artifacts))
+    return lines
+
+
+def pulls_table(found: list[ProposalInfo]) -> None:
+    if not found:
+        click.echo("no proposals yet")
+        return
+    body = [
+        [
+            f"#{p.number}",
+            p.state + (" draft" if p.draft and p.state == "open" else ""),
+            p.head,
+            p.base,
+            p.title,
+        ]
+        for p in found
+    ]
+    for line in table(["#", "STATE", "HEAD", "BASE", "TITLE"], body):
+        click.echo(line)
+
+
+def proposal_lines(info: ProposalInfo, commits: list[tuple[str, str]] | None = None) -> list[str]:
+    draft = " (draft)" if info.draft and info.state == "open" else ""
+    lines = [
+        f"#{info.number} {info.title}",
+        f"state: {info.state}{draft}   {info.head} -> {info.base}   {info.url}",
+        "",
+        info.body.rstrip(),
+    ]
+    if commits is not None:
+        lines += ["", f"commits ({len(commits)}):"]
+        lines += [f"  {sha[:10]} {subject}" for sha, subject in commits]
+    if info.comments:
+        lines += ["", f"comments ({len(info.comments)}):"]
+        for c in info.comments:
+            lines += [f"--- {c.author} #{c.id} ({c.updated_at:%Y-%m-%d %H:%M})", c.body.rstrip()]
+    return lines

@@ -1,0 +1,1 @@
+"""Core functions behind the CLI commands: each parses nothing and prints nothing."""

@@ -1,0 +1,168 @@
+"""Creating a build and running it (``git agentrun run``, ``resume``)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from agentrun.config import Config, config_from_data, load_config
+from agentrun.errors import AgentrunError, ConcurrentUpdateError, ConfigError
+from agentrun.events import BuildCreated, HumanActor
+from agentrun.gitrepo import require_commits, user_login
+from agentrun.kernel.state import BuildState
+from agentrun.runner.build import Observer
+from agentrun.runner.loop import Outcome, Runner
+from agentrun.store.archive import archived
+from agentrun.store.log import Draft, EventLog
+
+SLUG_WORDS = 8
+SLUG_CHARS = 40
+
+
+@dataclass(frozen=True)
+class Created:
+    slug: str
+    base_ref: str
+    base_sha: str
+    dirty: bool
+
+
+def slugify(goal: str) -> str:
+    words = re.findall(r"[a-z0-9]+", goal.lower())[:SLUG_WORDS]
+    slug = ""
+    for word in words:
+        candidate = f"{slug}-{word}" if slug else word
+        if len(candidate) > SLUG_CHARS:
+            break
+        slug = candidate
+    return slug or "build"
+
+
+def with_overrides(config: Config, roles: dict[str, str]) -> Config:
+    if not roles:
+        return config
+    data = config.model_dump(mode="json")
+    for role, runtime in roles.items():
+        data["roles"][role] = [runtime]
+    return config_from_data(data, "--role")
+
+
+def parse_roles(values: tuple[str, ...]) -> dict[str, str]:
+    roles = {}
+    for value in values:
+        role, sep, runtime = value.partition("=")
+        if not sep or not role or not runtime:
+            raise ConfigError(
+                f"--role {value!r}: expected ROLE=RUNTIME, e.g. --role implement=my-agent"
+            )
+        roles[role] = runtime
+    return roles
+
+
+def check_runnable(config: Config) -> None:
+    """Refuse to start a build no agent could run, saying how to configure one."""
+    if not config.runtimes or not (config.roles.get("default") or config.roles):
+        raise ConfigError(
+            "no agent runtime is configured: run `git agentrun init` and edit .agentrun.toml "
+            '(set [runtimes.NAME] and roles.default = ["NAME"])'
+        )
+    needed = ["plan", "implement"]
+    needed += ["plan-review"] if config.pipeline.plan_review else []
+    needed += ["code-review"] if config.pipeline.code_review else []
+    needed += [s.agent for s in config.verify if s.agent] + [
+        s.agent for s in config.finalize if s.agent
+    ]
+    for role in needed:
+        names = config.runtimes_for(role)
+        if not names:
+            raise ConfigError(
+                f"no runtime for role {role!r}: set roles.{role} or roles.default in .agentrun.toml"
+            )
+        for name in names:
+            if name not in config.runtimes:
+                raise ConfigError(
+                    f"roles.{role} names runtime {name!r}, but there is no [runtimes.{name}]"
+                )
+
+
+def resolve_base(repo: pygit2.Repository, base: str | None) -> tuple[str, str]:
+    require_commits(repo)
+    if base is None:
+        if repo.head_is_detached:
+            sha = str(repo.head.target)
+            return sha, sha
+        return repo.head.shorthand, str(repo.head.target)
+    try:
+        commit, ref = repo.resolve_refish(base)
+    except (KeyError, pygit2.InvalidSpecError):
+        raise AgentrunError(f"--base {base!r} is not a branch, tag or commit here") from None
+    name = ref.shorthand if ref is not None else base
+    return name, str(commit.id)
+
+
+def has_uncommitted(repo: pygit2.Repository) -> bool:
+    if repo.is_bare:
+        return False
+    return any(
+        flags != pygit2.GIT_STATUS_IGNORED and flags != pygit2.GIT_STATUS_CURRENT
+        for flags in repo.status().values()
+    )
+
+
+def create_build(
+    repo: pygit2.Repository,
+    goal: str,
+    base: str | None = None,
+    roles: dict[str, str] | None = None,
+    config: Config | None = None,
+) -> Created:
+    goal = goal.strip()
+    if not goal:
+        raise AgentrunError("the goal is empty: say what the build should achieve")
+    if config is None:
+        config = load_config(Path(repo.workdir)) if repo.workdir else Config()
+    config = with_overrides(config, roles or {})
+    check_runnable(config)
+    base_ref, base_sha = resolve_base(repo, base)
+    dirty = has_uncommitted(repo)
+    log = EventLog(repo)
+    taken = set(log.slugs()) | set(archived(repo))
+    stem = slugify(goal)
+    for n in range(1, 1000):
+        slug = stem if n == 1 else f"{stem}-{n}"
+        branch = f"agentrun/{slug}"
+        if slug in taken or f"refs/heads/{branch}" in repo.references:
+            continue
+        created = BuildCreated(
+            goal=goal,
+            base_ref=base_ref,
+            base_sha=base_sha,
+            branch=branch,
+            source="cli",
+            config=config.model_dump(mode="json"),
+        )
+        try:
+            log.append(slug, [Draft(created, HumanActor(login=user_login(repo)))], None)
+        except ConcurrentUpdateError:
+            continue  # another process took this slug a moment ago
+        return Created(slug, base_ref, base_sha, dirty)
+    raise AgentrunError(f"too many builds named {stem}-N: archive some with `git agentrun pulls`")
+
+
+def run_build(repo: pygit2.Repository, slug: str, observer: Observer | None = None) -> Outcome:
+    return Runner(repo, slug, observer).run()
+
+
+def resume_build(
+    repo: pygit2.Repository, slug: str, observer: Observer | None = None
+) -> Outcome | BuildState:
+    """Un-pause if paused, then run on from the log. A finished build is left as it is."""
+    from agentrun.commands.control import request_resume
+
+    state = request_resume(repo, slug)
+    if state.status != "running":
+        return state
+    return run_build(repo, slug, observer)

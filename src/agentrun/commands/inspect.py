@@ -1,0 +1,134 @@
+"""Reading builds: the rows of ``status``, the timeline of ``log``, the detail of ``show``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import pygit2
+
+from agentrun.errors import AgentrunError, UnknownBuildError
+from agentrun.kernel.state import BuildState
+from agentrun.store.archive import archived
+from agentrun.store.cache import StateCache, load_state
+from agentrun.store.lease import read_lease
+from agentrun.store.log import EventLog, Stored, check_slug
+
+JSON_SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class BuildRow:
+    state: BuildState
+    tip: str
+    archived: bool
+    runner: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        s = self.state
+        escalation = next(iter(s.open_escalations), None)
+        return {
+            "slug": s.slug,
+            "state": s.state_name,
+            "phase": s.phase_label,
+            "round": s.current_round,
+            "escalation": None
+            if escalation is None
+            else {"id": escalation.id, "question": escalation.question, "phase": escalation.phase},
+            "proposal": None
+            if s.proposal is None
+            else {
+                "forge": s.proposal.forge,
+                "number": s.proposal.number,
+                "url": s.proposal.url,
+                "ready": s.proposal.ready,
+                "closed": s.proposal.closed,
+                "merged": s.proposal.merged,
+            },
+            "created_at": _iso(s.created_at),
+            "updated_at": _iso(s.updated_at),
+            "usage": s.usage.model_dump(mode="json"),
+            "runner": self.runner,
+            "archived": self.archived,
+        }
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def locate(repo: pygit2.Repository, slug: str) -> tuple[str, bool]:
+    """The tip of a build's log, live or archived."""
+    check_slug(slug)
+    tip = EventLog(repo).tip_oid(slug)
+    if tip is not None:
+        return tip, False
+    old = archived(repo).get(slug)
+    if old is not None:
+        return old, True
+    raise UnknownBuildError(f"no build named {slug!r}: `git agentrun status` lists the builds")
+
+
+def rows(repo: pygit2.Repository, include_archived: bool = True) -> list[BuildRow]:
+    log, cache = EventLog(repo), StateCache(repo)
+    found: list[BuildRow] = []
+    for slug in log.slugs():
+        tip, state = load_state(log, cache, slug)
+        lease = read_lease(repo, slug)
+        runner = f"{lease[1].holder}@{lease[1].host}" if lease else None
+        found.append(BuildRow(state, tip, False, runner))
+    if include_archived:
+        for slug, tip in archived(repo).items():
+            _, state = load_state(log, cache, slug, tip)
+            found.append(BuildRow(state, tip, True, None))
+    found.sort(key=lambda r: r.state.created_at or datetime.min, reverse=True)
+    return found
+
+
+def status_json(found: list[BuildRow]) -> dict[str, Any]:
+    return {"schema": JSON_SCHEMA, "builds": [r.as_json() for r in found]}
+
+
+def timeline(repo: pygit2.Repository, slug: str) -> list[Stored]:
+    tip, _ = locate(repo, slug)
+    return EventLog(repo).read(slug, tip)
+
+
+def log_json(slug: str, events: list[Stored]) -> dict[str, Any]:
+    return {
+        "schema": JSON_SCHEMA,
+        "slug": slug,
+        "events": [
+            {"commit": s.oid, "type": s.event.type, **s.event.model_dump(mode="json")}
+            for s in events
+        ],
+    }
+
+
+def detail(repo: pygit2.Repository, slug: str) -> tuple[BuildState, list[str], str]:
+    """The state, the artifact names and the tip of a build."""
+    tip, _ = locate(repo, slug)
+    log = EventLog(repo)
+    _, state = load_state(log, StateCache(repo), slug, tip)
+    return state, log.artifact_names(tip), tip
+
+
+def artifact(repo: pygit2.Repository, slug: str, name: str) -> bytes:
+    tip, _ = locate(repo, slug)
+    log = EventLog(repo)
+    data = log.artifact(tip, name)
+    if data is None:
+        names = ", ".join(log.artifact_names(tip)) or "none"
+        raise AgentrunError(f"build {slug} has no artifact {name!r} (artifacts: {names})")
+    return data
+
+
+def transcript(repo: pygit2.Repository, slug: str, session: str) -> bytes:
+    try:
+        return artifact(repo, slug, f"transcript-{session}.txt")
+    except AgentrunError:
+        raise AgentrunError(
+            f"build {slug} has no transcript for session {session!r}: "
+            f"`git agentrun log {slug}` lists its sessions"
+        ) from None

@@ -1,0 +1,116 @@
+"""``git agentrun pulls``: the local forge's proposals (DESIGN §9).
+
+Merging or closing a proposal also finishes its build: a ``proposal.closed`` event goes
+into the build's log and the build is archived (DESIGN §12, "finished is not closed").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pygit2
+
+from agentrun.errors import ConcurrentUpdateError, ForgeError
+from agentrun.events import HumanActor, ProposalClosed
+from agentrun.forge.base import ProposalInfo
+from agentrun.forge.local import LocalForge, git_in, tracked_changes
+from agentrun.gitrepo import user_login
+from agentrun.store.archive import archive
+from agentrun.store.cache import StateCache, load_state
+from agentrun.store.log import Draft, EventLog
+
+_ATTEMPTS = 20
+
+
+def list_pulls(repo: pygit2.Repository) -> list[ProposalInfo]:
+    """Every proposal of the local forge, newest first."""
+    return LocalForge(repo).list()
+
+
+def show_pull(repo: pygit2.Repository, number: int) -> tuple[ProposalInfo, list[tuple[str, str]]]:
+    """One proposal and the (sha, subject) of its commits, oldest first."""
+    forge = LocalForge(repo)
+    return forge.get(number), forge.commits(number)
+
+
+def checkout_pull(repo: pygit2.Repository, number: int) -> str:
+    """Check the proposal's head branch out in this working tree; returns the branch name."""
+    info = LocalForge(repo).get(number)
+    if repo.references.get(f"refs/heads/{info.head}") is None:
+        raise ForgeError(f"proposal #{number}: branch {info.head!r} no longer exists")
+    if repo.workdir is None:
+        raise ForgeError("this repository has no working tree (bare): nothing to check out into")
+    workdir = Path(repo.workdir)
+    changed = tracked_changes(workdir)
+    if changed:
+        raise ForgeError(
+            f"uncommitted changes to tracked files ({', '.join(changed[:3])}): "
+            "commit or stash them, then check out again"
+        )
+    git_in(workdir, "checkout", "--quiet", info.head)
+    return info.head
+
+
+def merge_pull(repo: pygit2.Repository, number: int) -> str:
+    """Merge the proposal into its base, then finish its build; returns the new base sha."""
+    forge = LocalForge(repo)
+    info = forge.get(number)
+    if info.state == "merged" and _build_live(repo, info):
+        # An earlier merge stopped before its build was archived: finish that instead.
+        _finish_build(repo, info, merged=True)
+        return _branch_tip(repo, info.base)
+    sha = forge.merge(number)
+    _finish_build(repo, forge.get(number), merged=True)
+    return sha
+
+
+def close_pull(repo: pygit2.Repository, number: int) -> None:
+    """Close the proposal without merging, then finish its build."""
+    forge = LocalForge(repo)
+    info = forge.get(number)
+    if info.state == "closed" and _build_live(repo, info):
+        _finish_build(repo, info, merged=False)
+        return
+    forge.close(number)
+    _finish_build(repo, forge.get(number), merged=False)
+
+
+def _build_live(repo: pygit2.Repository, info: ProposalInfo) -> bool:
+    return info.build is not None and EventLog(repo).tip_oid(info.build) is not None
+
+
+def _branch_tip(repo: pygit2.Repository, branch: str) -> str:
+    ref = repo.references.get(f"refs/heads/{branch}")
+    if ref is None:
+        raise ForgeError(f"branch {branch!r} no longer exists")
+    return str(ref.resolve().target)
+
+
+def _finish_build(repo: pygit2.Repository, info: ProposalInfo, merged: bool) -> None:
+    """Record the outcome in the build's log and archive the build, if it is still live."""
+    if info.build is None:
+        return
+    log = EventLog(repo)
+    draft = Draft(
+        ProposalClosed(number=info.number, merged=merged),
+        actor=HumanActor(login=user_login(repo)),
+    )
+    for _ in range(_ATTEMPTS):
+        tip = log.tip(info.build)
+        if tip is None:
+            return  # already archived (or never logged here): nothing left to finish
+        try:
+            log.append(info.build, [draft], tip)
+            break
+        except ConcurrentUpdateError:
+            # A human command is a request: re-appending on the new tip is safe.
+            continue
+    else:
+        raise ConcurrentUpdateError(f"build {info.build} kept moving; run this again")
+    _, state = load_state(log, StateCache(repo), info.build)
+    try:
+        archive(repo, info.build, state.state_name)
+    except ConcurrentUpdateError:
+        if log.tip_oid(info.build) is not None:
+            raise
+        # Someone else archived it between our append and now: the goal is reached.

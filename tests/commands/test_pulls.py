@@ -1,0 +1,200 @@
+"""``git agentrun pulls`` core functions: listing, checkout, and finishing builds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pygit2
+import pytest
+from conftest import git
+
+from agentrun.commands.pulls import checkout_pull, close_pull, list_pulls, merge_pull, show_pull
+from agentrun.errors import ForgeError
+from agentrun.events import BuildCreated, HumanActor, ProposalClosed
+from agentrun.forge.local import LocalForge
+from agentrun.store.archive import archived
+from agentrun.store.log import Draft, EventLog
+
+SLUG = "fix-login"
+BRANCH = f"agentrun/{SLUG}"
+
+
+def commit_on(repo: pygit2.Repository, branch: str, files: dict[str, str]) -> str:
+    """A commit on ``branch`` (created from main) without touching the working tree."""
+    ref = repo.references.get(f"refs/heads/{branch}") or repo.references["refs/heads/main"]
+    parent = repo[ref.target].peel(pygit2.Commit)
+    builder = repo.TreeBuilder(parent.tree)
+    for name, text in files.items():
+        builder.insert(name, repo.create_blob(text), pygit2.GIT_FILEMODE_BLOB)
+    sig = pygit2.Signature("Test Author", "author@example.com")
+    message = f"change {', '.join(files)}"
+    oid = repo.create_commit(None, sig, sig, message, builder.write(), [parent.id])
+    repo.references.create(f"refs/heads/{branch}", oid, force=True)
+    return str(oid)
+
+
+def start_build(repo: pygit2.Repository, slug: str = SLUG) -> None:
+    # The repository's own config pins who "the user" is: libgit2 reads the global
+    # config from the HOME it saw first in this process, not the test's HOME.
+    repo.config["user.email"] = "reviewer@example.com"
+    base_sha = str(repo.references["refs/heads/main"].target)
+    created = BuildCreated(goal="fix login", base_ref="main", base_sha=base_sha, branch=BRANCH)
+    EventLog(repo).append(slug, [Draft(created)], None)
+
+
+def open_pull(repo: pygit2.Repository, build: str | None = SLUG) -> int:
+    commit_on(repo, BRANCH, {"login.py": "fixed = True\n"})
+    return LocalForge(repo).open_draft("Fix login", "body", BRANCH, "main", build).number
+
+
+def assert_finished(repo: pygit2.Repository, number: int, merged: bool) -> None:
+    """The build got a proposal.closed event from the user and was archived."""
+    assert repo.references.get(f"refs/agentrun/builds/{SLUG}") is None
+    entry = repo[repo.references["refs/agentrun/archive"].target].peel(pygit2.Commit)
+    record = json.loads(entry.message.partition("\n\n")[2])
+    assert (record["slug"], record["state"]) == (SLUG, "running")
+    last = record["tip"]
+    assert str(entry.parent_ids[-1]) == last
+    event = EventLog(repo).event_at(last)
+    assert event.type == "proposal.closed"
+    assert event.payload == ProposalClosed(number=number, merged=merged)
+    assert event.actor == HumanActor(login="reviewer@example.com")
+    assert event.seq == 2
+
+
+def test_list_and_show(repo: pygit2.Repository) -> None:
+    assert list_pulls(repo) == []
+    first = open_pull(repo, build=None)
+    commit_on(repo, "agentrun/other", {"other.txt": "x\n"})
+    second = LocalForge(repo).open_draft("Other", "", "agentrun/other", "main", None).number
+    assert [p.number for p in list_pulls(repo)] == [second, first]
+    info, commits = show_pull(repo, first)
+    assert info.title == "Fix login"
+    assert commits == [(str(repo.references[f"refs/heads/{BRANCH}"].target), "change login.py")]
+
+
+def test_show_of_an_unknown_number(repo: pygit2.Repository) -> None:
+    with pytest.raises(ForgeError, match="no proposal #5"):
+        show_pull(repo, 5)
+
+
+def test_checkout_switches_the_working_tree_to_the_head(
+    repo: pygit2.Repository, repo_path: Path
+) -> None:
+    number = open_pull(repo, build=None)
+    assert checkout_pull(repo, number) == BRANCH
+    assert git(repo_path, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"
+    assert (repo_path / "login.py").read_text() == "fixed = True\n"
+
+
+def test_checkout_refuses_uncommitted_changes(repo: pygit2.Repository, repo_path: Path) -> None:
+    number = open_pull(repo, build=None)
+    (repo_path / "README.md").write_text("editing\n")
+    with pytest.raises(ForgeError, match=r"uncommitted changes to tracked files \(README\.md\)"):
+        checkout_pull(repo, number)
+    assert git(repo_path, "symbolic-ref", "HEAD") == "refs/heads/main"
+    assert (repo_path / "README.md").read_text() == "editing\n"
+
+
+def test_checkout_refused_by_git_names_the_reason(
+    repo: pygit2.Repository, repo_path: Path, tmp_path: Path
+) -> None:
+    number = open_pull(repo, build=None)
+    git(repo_path, "worktree", "add", "-q", str(tmp_path / "build-tree"), BRANCH)
+    with pytest.raises(ForgeError, match=r"git checkout failed .*build-tree"):
+        checkout_pull(repo, number)
+    assert git(repo_path, "symbolic-ref", "HEAD") == "refs/heads/main"
+
+
+def test_checkout_of_a_deleted_branch(repo: pygit2.Repository, repo_path: Path) -> None:
+    number = open_pull(repo, build=None)
+    git(repo_path, "branch", "-D", BRANCH)
+    with pytest.raises(ForgeError, match="no longer exists"):
+        checkout_pull(repo, number)
+
+
+def test_merge_pull_records_the_merge_and_archives_the_build(
+    repo: pygit2.Repository, repo_path: Path
+) -> None:
+    start_build(repo)
+    number = open_pull(repo)
+    head = str(repo.references[f"refs/heads/{BRANCH}"].target)
+    assert merge_pull(repo, number) == head
+    assert git(repo_path, "rev-parse", "main") == head
+    assert LocalForge(repo).get(number).state == "merged"
+    assert_finished(repo, number, merged=True)
+
+
+def test_close_pull_records_the_close_and_archives_the_build(repo: pygit2.Repository) -> None:
+    start_build(repo)
+    number = open_pull(repo)
+    base = str(repo.references["refs/heads/main"].target)
+    close_pull(repo, number)
+    assert str(repo.references["refs/heads/main"].target) == base
+    assert LocalForge(repo).get(number).state == "closed"
+    assert_finished(repo, number, merged=False)
+
+
+def test_archived_lists_the_finished_build(repo: pygit2.Repository) -> None:
+    start_build(repo)
+    number = open_pull(repo)
+    merge_pull(repo, number)
+    assert SLUG in archived(repo)
+
+
+def test_a_proposal_without_a_live_build_only_changes_the_proposal(
+    repo: pygit2.Repository,
+) -> None:
+    first = open_pull(repo, build=None)
+    close_pull(repo, first)
+    second = open_pull(repo, build="never-logged")
+    merge_pull(repo, second)
+    assert LocalForge(repo).get(second).state == "merged"
+    assert repo.references.get("refs/agentrun/archive") is None
+
+
+def test_merge_pull_finishes_a_build_an_earlier_merge_left_live(
+    repo: pygit2.Repository,
+) -> None:
+    start_build(repo)
+    number = open_pull(repo)
+    new_base = LocalForge(repo).merge(number)  # as if interrupted before the archive
+    assert merge_pull(repo, number) == new_base
+    assert_finished(repo, number, merged=True)
+
+
+def test_close_pull_finishes_a_build_an_earlier_close_left_live(
+    repo: pygit2.Repository,
+) -> None:
+    start_build(repo)
+    number = open_pull(repo)
+    LocalForge(repo).close(number)
+    close_pull(repo, number)
+    assert_finished(repo, number, merged=False)
+
+
+@pytest.mark.parametrize("action", [merge_pull, close_pull])
+def test_finished_proposals_are_refused_once_their_build_is_archived(
+    repo: pygit2.Repository, action: object
+) -> None:
+    start_build(repo)
+    number = open_pull(repo)
+    merge_pull(repo, number)
+    assert callable(action)
+    with pytest.raises(ForgeError, match="is merged: only an open one"):
+        action(repo, number)
+
+
+def test_merge_pull_refused_on_conflict_leaves_the_build_live(
+    repo: pygit2.Repository, repo_path: Path
+) -> None:
+    start_build(repo)
+    commit_on(repo, BRANCH, {"README.md": "theirs\n"})
+    number = LocalForge(repo).open_draft("Fix", "", BRANCH, "main", SLUG).number
+    (repo_path / "README.md").write_text("ours\n")
+    git(repo_path, "commit", "-q", "-am", "ours")
+    with pytest.raises(ForgeError, match="conflicts"):
+        merge_pull(repo, number)
+    assert repo.references.get(f"refs/agentrun/builds/{SLUG}") is not None
+    assert [s.event.type for s in EventLog(repo).read(SLUG)] == ["build.created"]
