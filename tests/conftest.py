@@ -20,7 +20,9 @@ IDENTITY = {
 
 
 @pytest.fixture(autouse=True)
-def _git_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+def _git_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
     home = tmp_path_factory.mktemp("home")
     (home / ".gitconfig").write_text(
         "[user]\n\tname = Test Author\n\temail = author@example.com\n"
@@ -29,6 +31,13 @@ def _git_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathF
     monkeypatch.setenv("HOME", str(home))
     for key, value in IDENTITY.items():
         monkeypatch.setenv(key, value)
+    # libgit2 looked up the global config folder once, at import: point it here too.
+    paths = pygit2.settings.search_path
+    level = pygit2.enums.ConfigLevel.GLOBAL
+    before = paths[level]
+    paths[level] = str(home)
+    yield
+    paths[level] = before
 
 
 def git(cwd: Path, *args: str) -> str:
