@@ -66,6 +66,8 @@ class VerifyStep(_Model):
     def _one_kind(self) -> VerifyStep:
         if (self.command is None) == (self.agent is None):
             raise ValueError(f"step {self.name!r} needs exactly one of `command` or `agent`")
+        if not (self.command or self.agent or "").strip():
+            raise ValueError(f"step {self.name!r} has an empty `command` or `agent`")
         return self
 
     @field_validator("name")

@@ -520,7 +520,9 @@ def decode(message: str, where: str) -> Event:
     except ValueError as exc:
         raise MalformedEventError(f"commit {where} is not an agentrun event: {exc}") from None
     version = doc.get("v")
-    if isinstance(version, int) and version > SCHEMA_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise MalformedEventError(f"commit {where} has no valid schema version (v)")
+    if version > SCHEMA_VERSION:
         raise MalformedEventError(
             f"commit {where} holds an event of schema v{version}; this agentrun reads up to "
             f"v{SCHEMA_VERSION}: upgrade agentrun"
@@ -530,6 +532,11 @@ def decode(message: str, where: str) -> Event:
         raise MalformedEventError(f"commit {where} holds an unknown event type {kind!r}")
     payload = doc.get("payload")
     if isinstance(payload, dict):
+        if "type" in payload:
+            raise MalformedEventError(
+                f"commit {where} holds a malformed {kind} event: payload.type: "
+                "the payload may not name a type of its own"
+            )
         doc["payload"] = {"type": kind, **payload}
     try:
         return _EVENT.validate_python(doc)

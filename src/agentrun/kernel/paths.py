@@ -1,7 +1,9 @@
 """Glob patterns over repository paths, as verify steps' ``paths`` conditions use them.
 
 ``*`` matches within one path segment, ``**`` across segments, ``?`` one character.
-A pattern without a slash matches the file name at any depth (like .gitignore).
+As in .gitignore: a pattern without a slash matches at any depth, a leading slash
+anchors it at the repository root, and a trailing slash matches everything below
+that folder.
 """
 
 from __future__ import annotations
@@ -13,7 +15,11 @@ from functools import lru_cache
 
 @lru_cache(maxsize=256)
 def _compile(pattern: str) -> re.Pattern[str]:
-    if "/" not in pattern:
+    if pattern.endswith("/"):
+        pattern += "**"
+    if pattern.startswith("/"):
+        pattern = pattern[1:]
+    elif "/" not in pattern:
         pattern = "**/" + pattern
     out = []
     i = 0
@@ -38,7 +44,7 @@ def _compile(pattern: str) -> re.Pattern[str]:
 
 
 def matches(pattern: str, path: str) -> bool:
-    return _compile(pattern.strip("/") if pattern != "/" else pattern).match(path) is not None
+    return _compile(pattern).match(path) is not None
 
 
 def any_matches(patterns: Iterable[str], paths: Iterable[str]) -> bool:
