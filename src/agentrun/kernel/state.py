@@ -358,6 +358,7 @@ def _session_ended(s: BuildState, p: SessionEnded) -> Changes:
     session = s.session
     if session is None or session.session != p.session or p.outcome != "ok":
         return changes
+    changes["setup_failures"] = 0  # the runner could work after all: earlier trouble passed
     if p.head:
         changes["head"] = p.head
     report = session.report

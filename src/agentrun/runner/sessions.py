@@ -113,9 +113,7 @@ class SessionRunner:
                 f"no runtime is configured for role {job.role!r}: set roles.{job.role} or "
                 "roles.default in .agentrun.toml (`git agentrun init` writes an example)"
             )
-            self.build.append(
-                [Draft(started), Draft(_failure(job, error, permanent=True))], fact=False
-            )
+            self.build.append([Draft(started), *_failed(job, error, permanent=True)], fact=False)
             return
         self.build.append([Draft(started)], fact=False)
         for index, name in enumerate(names):
@@ -321,26 +319,8 @@ class SessionRunner:
         if not count:
             self.build.append(drafts)
             return
-        work = job.work
-        if isinstance(work, RunFinalizeStep):
-            # Finalize is failure-tolerant: record it and move on.
-            drafts.append(Draft(FinalizeStepCompleted(step=work.step, ok=False, note=turn.error)))
-            drafts.append(Draft(ObservationRecorded(phase=job.phase, text=turn.error)))
-            if work.last:
-                drafts.append(Draft(FinalizeCompleted()))
-        else:
-            state = self.build.state
-            drafts.append(
-                Draft(
-                    _failure(
-                        job,
-                        turn.error,
-                        permanent=turn.permanent,
-                        session=session,
-                        max_attempts=state.config.policy.max_phase_attempts,
-                    )
-                )
-            )
+        max_attempts = self.build.state.config.policy.max_phase_attempts
+        drafts += _failed(job, turn.error, turn.permanent, session, max_attempts)
         self.build.append(drafts)
 
     def _record_agent(self, pid: int | None) -> None:
@@ -381,6 +361,21 @@ def _started_event(job: Job) -> object:
     if isinstance(work, RunAgentVerify):
         return VerifyStarted(step=work.step, round=job.round, attempt=job.attempt, kind="agent")
     return FinalizeStarted(step=work.step, attempt=job.attempt)
+
+
+def _failed(
+    job: Job, error: str, permanent: bool, session: str | None = None, max_attempts: int = 0
+) -> list[Draft]:
+    """What a failed job records: finalize is failure-tolerant, the rest retry or ask."""
+    work = job.work
+    if isinstance(work, RunFinalizeStep):
+        drafts = [
+            Draft(FinalizeStepCompleted(step=work.step, ok=False, note=error)),
+            Draft(ObservationRecorded(phase=job.phase, text=error)),
+        ]
+        return drafts + ([Draft(FinalizeCompleted())] if work.last else [])
+    failure = _failure(job, error, permanent=permanent, session=session, max_attempts=max_attempts)
+    return [Draft(failure)]
 
 
 def _failure(
