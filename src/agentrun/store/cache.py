@@ -54,7 +54,7 @@ def load_state(
     if cached is not None and cached[0] == tip:
         return cached
     state = None
-    if cached is not None and log.repo.descendant_of(tip, cached[0]):
+    if cached is not None and _behind(log.repo, tip, cached[0]):
         state = cached[1]
         for stored in log.walk(tip, stop=cached[0]):
             state = evolve(state, stored.event)
@@ -64,3 +64,11 @@ def load_state(
             state = evolve(state, stored.event)
     cache.put(slug, tip, state)
     return tip, state
+
+
+def _behind(repo: pygit2.Repository, tip: str, cached: str) -> bool:
+    """Whether the cached tip is an ancestor of ``tip`` (a pruned one is not)."""
+    try:
+        return cached in repo and bool(repo.descendant_of(tip, cached))
+    except (pygit2.GitError, ValueError):
+        return False
