@@ -347,7 +347,11 @@ class PhaseFailed(Frozen):
     permanent: bool = False
     will_retry: bool = True
     session: str | None = None
-    interrupted: bool = False  # stopped by a person (Ctrl-C): not counted as an attempt
+    # Stopped from outside (Ctrl-C, a runner that died): not counted as an attempt.
+    interrupted: bool = False
+    # A guard refused the work (e.g. it changed .agentrun/): implement starts its next
+    # round with the reason as feedback instead of retrying the same one.
+    guard: bool = False
 
     def summary(self) -> str:
         return f"{self.phase}@{self.round} attempt {self.attempt}: {self.error}"

@@ -176,20 +176,27 @@ def run_tree(
             pass
     deadline = time.monotonic() + timeout
     timed_out = cancelled = False
-    while True:
-        try:
-            proc.wait(timeout=0.05)
-            break
-        except subprocess.TimeoutExpired:
-            pass
-        if cancel is not None and cancel.is_set():
-            cancelled = True
-        elif time.monotonic() > deadline:
-            timed_out = True
-        if timed_out or cancelled:
-            end_tree(proc.pid)
-            proc.wait()
-            break
+    try:
+        while True:
+            try:
+                proc.wait(timeout=0.05)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if cancel is not None and cancel.is_set():
+                cancelled = True
+            elif time.monotonic() > deadline:
+                timed_out = True
+            if timed_out or cancelled:
+                end_tree(proc.pid)
+                proc.wait()
+                break
+    except KeyboardInterrupt:
+        # The program runs in a session of its own, so the terminal's Ctrl-C never
+        # reached it: end its tree before letting the interrupt go on.
+        end_tree(proc.pid)
+        proc.wait()
+        raise
     # Descendants that outlived the leader would hold the pipe open: end them too.
     end_group(proc.pid, grace=0.5)
     reader.join(timeout=5)

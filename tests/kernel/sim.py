@@ -274,8 +274,8 @@ def attach(state: BuildState) -> list[Event]:
                 round=flight.round,
                 attempt=flight.attempt,
                 error=f"interrupted: {previous} stopped before {flight.key} finished",
-                will_retry=flight.attempt < state.config.policy.max_phase_attempts,
                 session=state.session.session if state.session else None,
+                interrupted=True,
             )
         )
     return out.events
@@ -495,7 +495,7 @@ def _check(out: _Out, work: RunCheck, act: Act) -> None:
 
 
 def _give_up(out: _Out, work: RunFinalizeStep) -> None:
-    note = f"gave up after {work.attempt - 1} interrupted attempt(s)"
+    note = "gave up: the step kept being cut short (Ctrl-C or a runner that stopped)"
     out.add(FinalizeStepCompleted(step=work.step, ok=False, note=note))
     out.add(ObservationRecorded(phase=f"finalize:{work.step}", text=note))
     if work.last:

@@ -136,6 +136,13 @@ def to_finalize(b: Build) -> Build:
     return b
 
 
+def crashes(b: Build, times: int) -> Build:
+    """The runner dies mid-step ``times`` times; each time a new one takes over."""
+    for _ in range(times):
+        b.steps("crash").attach()
+    return b
+
+
 def to_verify_changing(b: Build, *paths: str) -> Build:
     to_implement(b)
     b.step(Act(paths=paths), "run-phase")
@@ -314,19 +321,19 @@ CASES = [
         RunFinalizeStep("notes", "make notes", None, 2, last=True),
     ),
     Case(
-        "a finalize step is given up after its attempts",
-        lambda b: to_finalize(b).steps("crash").attach().steps("crash").attach(),
-        RunFinalizeStep("notes", "make notes", None, 3, last=True, give_up=True),
+        "a finalize step that keeps being cut short is given up",
+        lambda b: crashes(to_finalize(b), 4),
+        RunFinalizeStep("notes", "make notes", None, 5, last=True, give_up=True),
     ),
     Case(
         "a given-up finalize step does not stop the build",
-        lambda b: to_finalize(b).steps("crash").attach().steps("crash").attach().steps("ok"),
+        lambda b: crashes(to_finalize(b), 4).steps("ok"),
         Publish("mark-ready"),
     ),
     Case(
-        "Ctrl-C on a finalize step is not an attempt",
+        "Ctrl-C on a finalize step is not given up at once",
         lambda b: to_finalize(b).steps("interrupt", "interrupt"),
-        RunFinalizeStep("notes", "make notes", None, 1, last=True),
+        RunFinalizeStep("notes", "make notes", None, 3, last=True),
     ),
     Case(
         "an agent finalize step runs a session, not the last",
@@ -413,18 +420,16 @@ CASES = [
         ),
     ),
     Case(
-        "crashed checks exhaust their attempts",
-        lambda b: to_verify(b).steps("crash").attach().steps("crash").attach(),
+        "a check cut short too often asks a human",
+        lambda b: crashes(to_verify(b), 4),
         RaiseEscalation(
             "e1",
             "verify:tests",
             1,
-            "attempts",
-            attempts_question(
-                "verify:tests@1",
-                2,
-                "interrupted: sim@sim-host stopped before verify:tests@1 finished",
-            ),
+            "interrupted",
+            "verify:tests@1 was cut short 4 times (Ctrl-C or a runner that stopped); last: "
+            "interrupted: sim@sim-host stopped before verify:tests@1 finished -- answer to try "
+            "again, or abort.",
         ),
     ),
     Case(
@@ -433,9 +438,9 @@ CASES = [
         RunCheck("tests", "pytest -q", 1, 2),
     ),
     Case(
-        "Ctrl-C on a check is not an attempt",
+        "Ctrl-C on a check re-runs it as the next attempt",
         lambda b: to_verify(b).steps("interrupt"),
-        RunCheck("tests", "pytest -q", 1, 1),
+        RunCheck("tests", "pytest -q", 1, 2),
     ),
     Case(
         "a policy escalation parks the build",
@@ -470,12 +475,14 @@ CASES = [
         ),
     ),
     Case(
-        "a crashed attempt counts",
+        "a crashed run is re-run as the next attempt",
         lambda b: b.steps("crash").attach(),
         plan(attempt=2),
     ),
     Case(
-        "an interrupted attempt does not count", lambda b: b.steps("interrupt", "interrupt"), plan()
+        "an interrupted attempt does not use up the budget",
+        lambda b: b.steps("interrupt", "interrupt"),
+        plan(attempt=3),
     ),
     # round limits
     Case(
@@ -768,8 +775,10 @@ def test_a_failed_finalize_step_is_recorded_as_an_observation() -> None:
 
 def test_a_given_up_finalize_step_says_why() -> None:
     b = to_finalize(Build(CONFIG))
-    b.steps("crash").attach().steps("crash").attach().steps("ok")
-    assert b.state.observations == ("finalize:notes: gave up after 2 interrupted attempt(s)",)
+    crashes(b, 4).steps("ok")
+    assert b.state.observations == (
+        "finalize:notes: gave up: the step kept being cut short (Ctrl-C or a runner that stopped)",
+    )
 
 
 def test_a_discarded_report_leaves_no_trace() -> None:

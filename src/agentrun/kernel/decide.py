@@ -84,7 +84,7 @@ class RaiseEscalation:
     id: str
     phase: str
     round: int
-    cause: Literal["attempts", "permanent-failure", "round-limit"]
+    cause: Literal["attempts", "permanent-failure", "round-limit", "interrupted"]
     question: str
     source: Literal["policy"] = "policy"
     kind: Literal["raise-escalation"] = "raise-escalation"
@@ -194,7 +194,9 @@ def _pipeline(s: BuildState) -> Decision:
 
 
 def _attempt(s: BuildState, phase: str, round_: int) -> int:
-    return s.attempts.get(attempt_key(phase, round_), 0) + 1
+    """Which run of the phase in this round this is: failures and interruptions so far, + 1."""
+    key = attempt_key(phase, round_)
+    return s.attempts.get(key, 0) + s.interruptions.get(key, 0) + 1
 
 
 def _run_phase(
@@ -226,16 +228,26 @@ def _verify_step(s: BuildState, step: VerifyStep) -> Decision:
     )
 
 
+def interruption_limit(s: BuildState) -> int:
+    """How often one phase may be cut short (Ctrl-C, a dead runner) before a human looks.
+
+    Interruptions are not the phase's fault and do not use up its attempts, but a phase
+    that keeps killing its runner must not loop for ever.
+    """
+    return s.config.policy.max_phase_attempts + 2
+
+
 def _finalize_step(s: BuildState, step: FinalizeStep, last: bool) -> RunFinalizeStep:
-    attempt = _attempt(s, f"finalize:{step.name}", s.impl_round)
+    phase = f"finalize:{step.name}"
+    cut = s.interruptions.get(attempt_key(phase, s.impl_round), 0)
     return RunFinalizeStep(
         step=step.name,
         command=step.command,
         role=step.agent,
-        attempt=attempt,
+        attempt=_attempt(s, phase, s.impl_round),
         last=last,
-        # Finalize never parks a build: past its attempts a step is recorded as failed.
-        give_up=attempt > s.config.policy.max_phase_attempts,
+        # Finalize never parks a build: a step that keeps being cut short is recorded failed.
+        give_up=cut >= interruption_limit(s),
     )
 
 
@@ -254,6 +266,18 @@ def _guard(s: BuildState, work: Work) -> Decision:
             question=(
                 f"{key} failed with an error that retrying will not fix: {_clip(s.blocked[key])}"
                 " -- answer once it is fixed (or with guidance), or abort the build."
+            ),
+        )
+    cut = s.interruptions.get(key, 0)
+    if cut >= interruption_limit(s):
+        return RaiseEscalation(
+            id=_next_id(s),
+            phase=phase,
+            round=work.round,
+            cause="interrupted",
+            question=(
+                f"{key} was cut short {cut} times (Ctrl-C or a runner that stopped); last: "
+                f"{_clip(s.last_error.get(key, 'unknown'))} -- answer to try again, or abort."
             ),
         )
     failures = s.attempts.get(key, 0)

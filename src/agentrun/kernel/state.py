@@ -150,6 +150,7 @@ class BuildState(_Frozen):
     session: OpenSession | None = None
     in_flight: InFlight | None = None
     attempts: dict[str, int] = {}
+    interruptions: dict[str, int] = {}
     blocked: dict[str, str] = {}
     last_error: dict[str, str] = {}
     setup_failures: int = 0
@@ -300,16 +301,7 @@ def _apply(s: BuildState, event: Event) -> Changes:
     if isinstance(p, FinalizeCompleted):
         return {"stage": "done"}
     if isinstance(p, PhaseFailed):
-        key = attempt_key(p.phase, p.round)
-        counted = 0 if p.interrupted else 1
-        changes = {
-            "in_flight": None,
-            "attempts": {**s.attempts, key: s.attempts.get(key, 0) + counted},
-            "last_error": {**s.last_error, key: p.error},
-        }
-        if p.permanent:
-            changes["blocked"] = {**s.blocked, key: p.error}
-        return changes
+        return _phase_failed(s, p)
     if isinstance(p, EscalationRaised):
         if p.source == "agent":
             # Opened only when the session ends well (see _session_ended).
@@ -336,9 +328,25 @@ def _apply(s: BuildState, event: Event) -> Changes:
     assert_never(p)
 
 
+def _phase_failed(s: BuildState, p: PhaseFailed) -> Changes:
+    key = attempt_key(p.phase, p.round)
+    changes: Changes = {"in_flight": None, "last_error": {**s.last_error, key: p.error}}
+    if p.guard and p.phase == "implement":
+        reason = f"The previous round was refused: {p.error}"
+        changes.update(_next_impl_round(s, (*s.feedback, reason)))
+    elif p.interrupted:
+        changes["interruptions"] = {**s.interruptions, key: s.interruptions.get(key, 0) + 1}
+    else:
+        changes["attempts"] = {**s.attempts, key: s.attempts.get(key, 0) + 1}
+    if p.permanent:
+        changes["blocked"] = {**s.blocked, key: p.error}
+    return changes
+
+
 def _in_flight(s: BuildState, phase: str, round_: int) -> InFlight:
     key = attempt_key(phase, round_)
-    return InFlight(key=key, phase=phase, round=round_, attempt=s.attempts.get(key, 0) + 1)
+    attempt = s.attempts.get(key, 0) + s.interruptions.get(key, 0) + 1
+    return InFlight(key=key, phase=phase, round=round_, attempt=attempt)
 
 
 def _escalation(p: EscalationRaised) -> Escalation:
@@ -434,6 +442,7 @@ def _answered(s: BuildState, p: EscalationAnswered) -> Changes:
                 else:
                     changes["impl_round_limit"] = s.impl_round_limit + step
             changes["attempts"] = {k: v for k, v in s.attempts.items() if k != key}
+            changes["interruptions"] = {k: v for k, v in s.interruptions.items() if k != key}
             changes["blocked"] = {k: v for k, v in s.blocked.items() if k != key}
             changes["feedback"] = (*s.feedback, f"Answer to {esc.id} ({esc.question}): {p.answer}")
         escalations.append(esc)

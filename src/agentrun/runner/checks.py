@@ -7,6 +7,8 @@ check's output tail becomes the next implement round's feedback.
 
 from __future__ import annotations
 
+import threading
+
 from agentrun import procs
 from agentrun.errors import GuardError
 from agentrun.events import (
@@ -21,8 +23,8 @@ from agentrun.events import (
 from agentrun.kernel.decide import RunCheck, RunFinalizeStep, SkipVerify
 from agentrun.runner.build import BuildHandle
 from agentrun.runner.sessions import agent_env
+from agentrun.runner.watch import AbortWatcher
 from agentrun.runner.workspace import PhaseMark, Workspace
-from agentrun.runtimes.base import SessionControl
 from agentrun.store.log import Draft
 from agentrun.store.notes import add_note
 
@@ -30,22 +32,24 @@ REPORT_LIMIT = 64 * 1024
 
 
 def _run_command(
-    build: BuildHandle, workspace: Workspace, phase: str, command: str, control: SessionControl
+    build: BuildHandle, workspace: Workspace, phase: str, command: str
 ) -> procs.Finished:
+    """Run a step's command in the worktree; an abort request cancels it at once."""
     state = build.state
     env = agent_env(state.slug, phase, state.impl_round, "none")
+    cancel = threading.Event()
+    watcher = AbortWatcher(build.repo, state.slug, cancel)
     try:
         return procs.run_tree(
             ["bash", "-c", command],
             cwd=workspace.path,
             env=env,
             timeout=state.config.policy.check_timeout_seconds,
-            cancel=control.cancel,
+            cancel=cancel,
             on_line=build.observer.activity,
         )
-    except KeyboardInterrupt:
-        control.cancel.set()
-        raise
+    finally:
+        watcher.stop()
 
 
 def _report(command: str, done: procs.Finished, timeout: float) -> tuple[bytes, str]:
@@ -60,16 +64,14 @@ def _report(command: str, done: procs.Finished, timeout: float) -> tuple[bytes, 
     return data, status
 
 
-def run_check(
-    build: BuildHandle, workspace: Workspace, work: RunCheck, control: SessionControl
-) -> None:
+def run_check(build: BuildHandle, workspace: Workspace, work: RunCheck) -> None:
     state = build.state
     phase = f"verify:{work.step}"
     build.append(
         [Draft(VerifyStarted(step=work.step, round=work.round, attempt=work.attempt))], fact=False
     )
     try:
-        done = _run_command(build, workspace, phase, work.command, control)
+        done = _run_command(build, workspace, phase, work.command)
     except KeyboardInterrupt:
         build.append([Draft(_interrupted(phase, work.round, work.attempt))])
         raise
@@ -126,15 +128,13 @@ def skip_verify(build: BuildHandle, work: SkipVerify) -> None:
     )
 
 
-def run_finalize_step(
-    build: BuildHandle, workspace: Workspace, work: RunFinalizeStep, control: SessionControl
-) -> None:
+def run_finalize_step(build: BuildHandle, workspace: Workspace, work: RunFinalizeStep) -> None:
     """A finalize command, or giving up on a step that kept being interrupted."""
     state = build.state
     phase = f"finalize:{work.step}"
     tail = [Draft(FinalizeCompleted())] if work.last else []
     if work.give_up or work.command is None:
-        note = f"gave up after {work.attempt - 1} interrupted attempt(s)"
+        note = "gave up: the step kept being cut short (Ctrl-C or a runner that stopped)"
         build.append(
             [
                 Draft(FinalizeStepCompleted(step=work.step, ok=False, note=note)),
@@ -146,7 +146,7 @@ def run_finalize_step(
         return
     build.append([Draft(FinalizeStarted(step=work.step, attempt=work.attempt))], fact=False)
     try:
-        done = _run_command(build, workspace, phase, work.command, control)
+        done = _run_command(build, workspace, phase, work.command)
     except KeyboardInterrupt:
         build.append([Draft(_interrupted(phase, state.impl_round, work.attempt))])
         raise

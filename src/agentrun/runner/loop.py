@@ -141,8 +141,8 @@ class Runner:
                         round=flight.round,
                         attempt=flight.attempt,
                         error=f"interrupted: {previous} stopped before {flight.key} finished",
-                        will_retry=flight.attempt < state.config.policy.max_phase_attempts,
                         session=state.session.session if state.session else None,
+                        interrupted=True,
                     )
                 )
             )
@@ -164,9 +164,7 @@ class Runner:
         elif isinstance(decision, RunPhase | RunAgentVerify):
             self._with_workspace(build, workspace, lambda: sessions.run(decision))
         elif isinstance(decision, RunCheck):
-            self._with_workspace(
-                build, workspace, lambda: run_check(build, workspace, decision, sessions.control)
-            )
+            self._with_workspace(build, workspace, lambda: run_check(build, workspace, decision))
         elif isinstance(decision, RunFinalizeStep):
             if decision.command is None and not decision.give_up:
                 self._with_workspace(build, workspace, lambda: sessions.run(decision))
@@ -174,7 +172,7 @@ class Runner:
                 self._with_workspace(
                     build,
                     workspace,
-                    lambda: run_finalize_step(build, workspace, decision, sessions.control),
+                    lambda: run_finalize_step(build, workspace, decision),
                 )
         elif isinstance(decision, SkipVerify):
             skip_verify(build, decision)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import sys
 import sysconfig
-import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,14 +45,13 @@ from agentrun.kernel.decide import RunAgentVerify, RunFinalizeStep, RunPhase
 from agentrun.kernel.state import Report
 from agentrun.runner.build import BuildHandle, Observer
 from agentrun.runner.prompts import render_prompt
+from agentrun.runner.watch import AbortWatcher
 from agentrun.runner.workspace import PhaseMark, Workspace
 from agentrun.runtimes.base import SessionControl, SessionSpec, TurnResult, make_runtime
-from agentrun.store.cache import StateCache, load_state
 from agentrun.store.lease import Heartbeat
-from agentrun.store.log import Draft, EventLog
+from agentrun.store.log import Draft
 from agentrun.store.notes import add_note
 
-POLL_SECONDS = 0.25
 AgentWork = RunPhase | RunAgentVerify | RunFinalizeStep
 
 
@@ -101,7 +99,6 @@ class SessionRunner:
         self.workspace = workspace
         self.beat = beat
         self.observer = observer
-        self.control = SessionControl()
 
     def run(self, work: AgentWork) -> None:
         state = self.build.state
@@ -160,10 +157,8 @@ class SessionRunner:
             budget_seconds=state.config.policy.session_budget_seconds,
             repo_root=Path(self.repo.workdir or self.workspace.path),
         )
-        self.control = control = SessionControl(
-            on_activity=self.observer.activity, on_process=self._record_agent
-        )
-        watcher = _AbortWatcher(self.repo, state.slug, control.cancel)
+        control = SessionControl(on_activity=self.observer.activity, on_process=self._record_agent)
+        watcher = AbortWatcher(self.repo, state.slug, control.cancel)
         try:
             runtime = make_runtime(name, config)
             handle, turn = runtime.start(spec, control)
@@ -244,9 +239,8 @@ class SessionRunner:
         try:
             head = self.workspace.commit_phase(state.head, mark)
         except GuardError as exc:
-            self._fail(
-                job, session, TurnResult(ok=False, error=str(exc), usage=turn.usage), "", arts
-            )
+            refused = TurnResult(ok=False, error=str(exc), usage=turn.usage, cause="guard")
+            self._fail(job, session, refused, "", arts)
             return
         drafts = [Draft(SessionEnded(outcome="ok", head=head, **ended), artifacts=arts)]
         work = job.work
@@ -320,7 +314,8 @@ class SessionRunner:
             self.build.append(drafts)
             return
         max_attempts = self.build.state.config.policy.max_phase_attempts
-        drafts += _failed(job, turn.error, turn.permanent, session, max_attempts)
+        guard = turn.cause == "guard"
+        drafts += _failed(job, turn.error, turn.permanent, session, max_attempts, guard)
         self.build.append(drafts)
 
     def _record_agent(self, pid: int | None) -> None:
@@ -364,7 +359,12 @@ def _started_event(job: Job) -> object:
 
 
 def _failed(
-    job: Job, error: str, permanent: bool, session: str | None = None, max_attempts: int = 0
+    job: Job,
+    error: str,
+    permanent: bool,
+    session: str | None = None,
+    max_attempts: int = 0,
+    guard: bool = False,
 ) -> list[Draft]:
     """What a failed job records: finalize is failure-tolerant, the rest retry or ask."""
     work = job.work
@@ -374,8 +374,7 @@ def _failed(
             Draft(ObservationRecorded(phase=job.phase, text=error)),
         ]
         return drafts + ([Draft(FinalizeCompleted())] if work.last else [])
-    failure = _failure(job, error, permanent=permanent, session=session, max_attempts=max_attempts)
-    return [Draft(failure)]
+    return [Draft(_failure(job, error, permanent, False, session, max_attempts, guard))]
 
 
 def _failure(
@@ -385,6 +384,7 @@ def _failure(
     interrupted: bool = False,
     session: str | None = None,
     max_attempts: int = 0,
+    guard: bool = False,
 ) -> PhaseFailed:
     return PhaseFailed(
         phase=job.phase,
@@ -392,36 +392,8 @@ def _failure(
         attempt=job.attempt,
         error=error,
         permanent=permanent,
-        will_retry=not permanent and (interrupted or job.attempt < max_attempts),
+        will_retry=not permanent and (interrupted or guard or job.attempt < max_attempts),
         session=session,
         interrupted=interrupted,
+        guard=guard,
     )
-
-
-class _AbortWatcher:
-    """Cancels the running session as soon as someone asks the build to abort."""
-
-    def __init__(self, repo: pygit2.Repository, slug: str, cancel: threading.Event) -> None:
-        self.path = repo.path
-        self.slug = slug
-        self.cancel = cancel
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="agentrun-abort")
-        self._thread.start()
-
-    def _run(self) -> None:
-        repo = pygit2.Repository(self.path)
-        log, cache = EventLog(repo), StateCache(repo)
-        seen = None
-        while not self._stop.wait(POLL_SECONDS):
-            tip = log.tip_oid(self.slug)
-            if tip is None or tip == seen:
-                continue
-            seen = tip
-            if load_state(log, cache, self.slug, tip)[1].abort_requested:
-                self.cancel.set()
-                return
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()

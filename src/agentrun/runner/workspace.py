@@ -102,15 +102,21 @@ class Workspace:
         plants a symlink that points outside the worktree.
         """
         wt = pygit2.Repository(str(self.path))
-        self._check_agent_commits(wt, parent)
-        self._git("add", "-A")
-        index = wt.index
-        index.read(True)
-        for entry in list(index):
-            if entry.path.startswith(SCRATCH_PREFIX):
-                index.remove(entry.path)
-        tree = index.write_tree()
-        self._check_tree(parent, tree, where="the worktree")
+        try:
+            self._check_agent_commits(wt, parent)
+            self._git("add", "-A")
+            index = wt.index
+            index.read(True)
+            for entry in list(index):
+                if entry.path.startswith(SCRATCH_PREFIX):
+                    index.remove(entry.path)
+            tree = index.write_tree()
+            self._check_tree(parent, tree, where="the worktree")
+        except GuardError:
+            # The agent may have moved the branch with commits of its own: a refused
+            # phase leaves nothing of its work where it could be published.
+            self.prepare(parent)
+            raise
         sig = signature()
         oid = self.repo.create_commit(
             None, sig, sig, mark.message(), tree, [pygit2.Oid(hex=parent)]
