@@ -1,0 +1,44 @@
+"""The benchmarks still run: each script with ``--quick`` exits 0 and prints its ratio.
+
+No timing is asserted here (STYLE.md §14): the figures are for people to read.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+RATIO_LINES = {
+    "append.py": ["ratio store/pygit2:", "ratio cli/store:"],
+    "decide.py": ["ratio cold/sqlite", "warm at "],
+    "cli.py": ["ratio agentrun --version / git --version:", "--version: "],
+    "demo.py": ["ratio overhead/git-commits:"],
+}
+
+
+def test_every_bench_script_is_smoke_tested() -> None:
+    assert sorted(p.name for p in BENCH.glob("*.py")) == sorted(RATIO_LINES)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(RATIO_LINES))
+def test_bench_runs_quick(script: str, tmp_path: Path) -> None:
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), "--quick"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    for prefix in RATIO_LINES[script]:
+        assert any(line.startswith(prefix) for line in lines), done.stdout
+    assert "Traceback" not in done.stderr
