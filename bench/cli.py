@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pygit2
+from _common import IDENTITY
 
 from agentrun.events import (
     BuildCreated,
@@ -33,13 +34,6 @@ from agentrun.events import (
 )
 from agentrun.store.log import Draft, EventLog
 
-IDENTITY = {
-    "GIT_AUTHOR_NAME": "Bench",
-    "GIT_AUTHOR_EMAIL": "bench@example.com",
-    "GIT_COMMITTER_NAME": "Bench",
-    "GIT_COMMITTER_EMAIL": "bench@example.com",
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
 HEAVY = ("pydantic", "pygit2", "httpx", "rich", "github", "gitlab", "psutil")
 IMPORT_CHECK = """
 import sys

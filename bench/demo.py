@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pygit2
+from _common import IDENTITY
 
 from agentrun.commands.build import create_build, run_build
 from agentrun.commands.demo import make_demo_repo
@@ -30,13 +31,6 @@ from agentrun.config import load_config
 from agentrun.events import SessionStarted, VerifyCompleted
 from agentrun.store.log import EventLog
 
-IDENTITY = {
-    "GIT_AUTHOR_NAME": "Bench",
-    "GIT_AUTHOR_EMAIL": "bench@example.com",
-    "GIT_COMMITTER_NAME": "Bench",
-    "GIT_COMMITTER_EMAIL": "bench@example.com",
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
 GOAL = "Fix the off-by-one in pager.py"
 
 
