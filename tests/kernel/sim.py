@@ -79,7 +79,8 @@ from agentrun.kernel.decide import (
     Wait,
     decide,
 )
-from agentrun.kernel.state import BuildState, evolve, initial_state
+from agentrun.kernel.evolve import evolve
+from agentrun.kernel.state import BuildState, initial_state
 
 BASE_TS = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
 WRITER = "sim"

@@ -39,7 +39,8 @@ from agentrun.kernel.decide import (
     Wait,
     decide,
 )
-from agentrun.kernel.state import BuildState, evolve, initial_state
+from agentrun.kernel.evolve import evolve
+from agentrun.kernel.state import BuildState, initial_state
 
 # Every behaviour, once each in a script.
 ACTS: tuple[ActKind, ...] = (

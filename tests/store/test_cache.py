@@ -21,7 +21,8 @@ from agentrun.events import (
     SessionStarted,
 )
 from agentrun.kernel import BuildState, decide, replay
-from agentrun.kernel.state import evolve, initial_state
+from agentrun.kernel.evolve import evolve
+from agentrun.kernel.state import initial_state
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.log import Draft, EventLog, Tip
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from agentrun.kernel.decide import Decision, decide
-from agentrun.kernel.state import BuildState, evolve, initial_state
+from agentrun.kernel.evolve import evolve
+from agentrun.kernel.state import BuildState, initial_state
 
 __all__ = ["BuildState", "Decision", "decide", "evolve", "initial_state", "replay"]
 

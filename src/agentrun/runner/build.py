@@ -12,7 +12,8 @@ from typing import Protocol
 import pygit2
 
 from agentrun.errors import ConcurrentUpdateError
-from agentrun.kernel.state import BuildState, evolve
+from agentrun.kernel.evolve import evolve
+from agentrun.kernel.state import BuildState
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.log import Draft, EventLog, Stored, Tip
 

@@ -16,7 +16,8 @@ from pydantic import ValidationError
 
 from agentrun.errors import UnknownBuildError
 from agentrun.gitrepo import agentrun_dir
-from agentrun.kernel.state import BuildState, evolve, initial_state
+from agentrun.kernel.evolve import evolve
+from agentrun.kernel.state import BuildState, initial_state
 from agentrun.store.log import EventLog, check_slug
 
 

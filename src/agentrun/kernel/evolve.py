@@ -1,0 +1,309 @@
+"""The fold step: ``evolve(state, event)`` is the state after one event (DESIGN §3).
+
+Pure: no I/O, no clock. Everything it needs comes in the event.
+"""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+from agentrun.config import Config, config_from_data
+from agentrun.events import (
+    AgentDone,
+    BuildAborted,
+    BuildAbortRequested,
+    BuildCompleted,
+    BuildCreated,
+    BuildFailed,
+    BuildPaused,
+    BuildPauseRequested,
+    BuildResumed,
+    BuildResumeRequested,
+    CodeReviewStarted,
+    CodeReviewVerdict,
+    EscalationAnswered,
+    EscalationRaised,
+    Event,
+    FinalizeCompleted,
+    FinalizeStarted,
+    FinalizeStepCompleted,
+    ImplementCompleted,
+    ImplementStarted,
+    ObservationRecorded,
+    PhaseFailed,
+    PlanReviewStarted,
+    PlanReviewVerdict,
+    PlanStarted,
+    PlanSubmitted,
+    ProposalClosed,
+    ProposalOpened,
+    ProposalReady,
+    PublicationPushed,
+    RunnerAttached,
+    RunnerSetupFailed,
+    SessionEnded,
+    SessionStarted,
+    VerifyCompleted,
+    VerifyStarted,
+    VerifyVerdict,
+)
+from agentrun.kernel.state import (
+    FEEDBACK_TAIL,
+    BuildState,
+    Escalation,
+    InFlight,
+    OpenSession,
+    Proposal,
+    Report,
+    Stage,
+    StepResult,
+    attempt_key,
+)
+
+
+def evolve(state: BuildState, event: Event) -> BuildState:
+    """One fold step: the state after ``event``."""
+    changes = _apply(state, event)
+    changes["seq"] = event.seq
+    changes["updated_at"] = event.ts
+    return state.model_copy(update=changes)
+
+
+Changes = dict[str, object]
+
+
+def _apply(s: BuildState, event: Event) -> Changes:
+    p = event.payload
+    if isinstance(p, BuildCreated):
+        config = config_from_data(p.config, "the build's config snapshot")
+        return {
+            "created_at": event.ts,
+            "goal": p.goal,
+            "base_ref": p.base_ref,
+            "base_sha": p.base_sha,
+            "branch": p.branch,
+            "source": p.source,
+            "issue": p.issue,
+            "config": config,
+            "head": p.base_sha,
+            "plan_round_limit": config.policy.max_review_rounds,
+            "impl_round_limit": config.policy.max_review_rounds,
+        }
+    if isinstance(p, BuildCompleted):
+        return {"status": "complete", "stage": "done"}
+    if isinstance(p, BuildFailed):
+        return {"status": "failed", "reason": p.reason}
+    if isinstance(p, BuildPauseRequested):
+        return {"pause_requested": True}
+    if isinstance(p, BuildPaused):
+        return {"paused": True, "pause_requested": False, "resume_requested": False}
+    if isinstance(p, BuildResumeRequested):
+        return {"resume_requested": True, "pause_requested": False}
+    if isinstance(p, BuildResumed):
+        return {"paused": False, "resume_requested": False}
+    if isinstance(p, BuildAbortRequested):
+        return {"abort_requested": True}
+    if isinstance(p, BuildAborted):
+        return {"status": "aborted", "reason": p.reason, "session": None, "in_flight": None}
+    if isinstance(p, RunnerAttached):
+        return {"runner": f"{p.instance}@{p.host}"}
+    if isinstance(p, RunnerSetupFailed):
+        return {
+            "setup_failures": s.setup_failures + 1,
+            "setup_permanent": s.setup_permanent or p.permanent,
+            "reason": p.error,
+        }
+    if isinstance(p, SessionStarted):
+        session = OpenSession(
+            session=p.session, phase=p.phase, round=p.round, role=p.role, runtime=p.runtime
+        )
+        return {"session": session, "sessions": s.sessions + 1}
+    if isinstance(p, SessionEnded):
+        return _session_ended(s, p)
+    if isinstance(
+        p, PlanSubmitted | PlanReviewVerdict | CodeReviewVerdict | AgentDone | VerifyVerdict
+    ):
+        return _report(s, p)
+    if isinstance(p, PlanStarted):
+        return {"in_flight": _in_flight(s, "plan", p.round)}
+    if isinstance(p, PlanReviewStarted):
+        return {"in_flight": _in_flight(s, "plan-review", p.round)}
+    if isinstance(p, ImplementStarted):
+        return {"in_flight": _in_flight(s, "implement", p.round)}
+    if isinstance(p, CodeReviewStarted):
+        return {"in_flight": _in_flight(s, "code-review", p.round)}
+    if isinstance(p, VerifyStarted):
+        return {"in_flight": _in_flight(s, f"verify:{p.step}", p.round)}
+    if isinstance(p, FinalizeStarted):
+        return {"in_flight": _in_flight(s, f"finalize:{p.step}", s.impl_round)}
+    if isinstance(p, ImplementCompleted):
+        return {
+            "in_flight": None,
+            "head": p.head,
+            "changed_paths": p.changed_paths,
+            "implemented": True,
+            "feedback": (),
+            "verify_results": {},
+            "finalize_results": {},
+            "stage": "code-review" if s.config.pipeline.code_review else _checks_stage(s.config),
+        }
+    if isinstance(p, VerifyCompleted):
+        return _verify_completed(s, p)
+    if isinstance(p, FinalizeStepCompleted):
+        results = {**s.finalize_results, p.step: p.ok}
+        changes: Changes = {"in_flight": None, "finalize_results": results}
+        if p.head:
+            changes["head"] = p.head
+        if all(step.name in results for step in s.config.finalize):
+            changes["stage"] = "done"
+        return changes
+    if isinstance(p, FinalizeCompleted):
+        return {"stage": "done"}
+    if isinstance(p, PhaseFailed):
+        return _phase_failed(s, p)
+    if isinstance(p, EscalationRaised):
+        if p.source == "agent":
+            # Opened only when the session ends well (see _session_ended).
+            return {"escalation_count": s.escalation_count + 1, **_report(s, p)}
+        return {
+            "escalation_count": s.escalation_count + 1,
+            "escalations": (*s.escalations, _escalation(p)),
+        }
+    if isinstance(p, EscalationAnswered):
+        return _answered(s, p)
+    if isinstance(p, ProposalOpened):
+        proposal = Proposal(forge=p.forge, number=p.number, url=p.url)
+        return {"proposal": proposal, "published_head": p.head}
+    if isinstance(p, PublicationPushed):
+        return {"published_head": p.sha}
+    if isinstance(p, ProposalReady):
+        return {"proposal": s.proposal.model_copy(update={"ready": True}) if s.proposal else None}
+    if isinstance(p, ProposalClosed):
+        if s.proposal is None:
+            return {}
+        return {"proposal": s.proposal.model_copy(update={"closed": True, "merged": p.merged})}
+    if isinstance(p, ObservationRecorded):
+        return {"observations": (*s.observations, f"{p.phase}: {p.text}")}
+    assert_never(p)
+
+
+def _phase_failed(s: BuildState, p: PhaseFailed) -> Changes:
+    key = attempt_key(p.phase, p.round)
+    changes: Changes = {"in_flight": None, "last_error": {**s.last_error, key: p.error}}
+    if p.guard and p.phase == "implement":
+        reason = f"The previous round was refused: {p.error}"
+        changes.update(_next_impl_round(s, (*s.feedback, reason)))
+    elif p.interrupted:
+        changes["interruptions"] = {**s.interruptions, key: s.interruptions.get(key, 0) + 1}
+    else:
+        changes["attempts"] = {**s.attempts, key: s.attempts.get(key, 0) + 1}
+    if p.permanent:
+        changes["blocked"] = {**s.blocked, key: p.error}
+    return changes
+
+
+def _in_flight(s: BuildState, phase: str, round_: int) -> InFlight:
+    key = attempt_key(phase, round_)
+    attempt = s.attempts.get(key, 0) + s.interruptions.get(key, 0) + 1
+    return InFlight(key=key, phase=phase, round=round_, attempt=attempt)
+
+
+def _escalation(p: EscalationRaised) -> Escalation:
+    return Escalation(
+        id=p.id, phase=p.phase, round=p.round, source=p.source, cause=p.cause, question=p.question
+    )
+
+
+def _report(s: BuildState, p: Report) -> Changes:
+    if s.session is None or s.session.session != p.session:
+        return {}  # the verbs refuse this; a hand-written log cannot steer the kernel with it
+    return {"session": s.session.model_copy(update={"report": p})}
+
+
+def _session_ended(s: BuildState, p: SessionEnded) -> Changes:
+    changes: Changes = {"session": None, "usage": s.usage + p.usage}
+    session = s.session
+    if session is None or session.session != p.session or p.outcome != "ok":
+        return changes
+    changes["setup_failures"] = 0  # the runner could work after all: earlier trouble passed
+    if p.head:
+        changes["head"] = p.head
+    report = session.report
+    # Plans and verdicts take effect when their session ends well; implement, verify and
+    # finalize sessions complete through the runner's own event in the same batch.
+    if isinstance(report, PlanSubmitted):
+        changes.update(in_flight=None, plan=report.plan, feedback=())
+        if s.config.pipeline.plan_review:
+            changes["stage"] = "plan-review"
+        else:
+            changes.update(_next_impl_round(s, (), first=True))
+    elif isinstance(report, PlanReviewVerdict):
+        changes["in_flight"] = None
+        if report.verdict == "approve":
+            changes.update(_next_impl_round(s, (), first=True))
+        else:
+            changes.update(stage="plan", plan_round=s.plan_round + 1, feedback=report.findings)
+    elif isinstance(report, CodeReviewVerdict):
+        changes["in_flight"] = None
+        if report.verdict == "approve":
+            changes.update(stage=_checks_stage(s.config), feedback=())
+        else:
+            changes.update(_next_impl_round(s, report.findings))
+    elif isinstance(report, EscalationRaised):
+        changes.update(in_flight=None, escalations=(*s.escalations, _escalation(report)))
+    return changes
+
+
+def _checks_stage(config: Config) -> Stage:
+    """Where a build goes once its code is approved: the first stage that has steps."""
+    if config.verify:
+        return "verify"
+    return "finalize" if config.finalize else "done"
+
+
+def _next_impl_round(s: BuildState, feedback: tuple[str, ...], first: bool = False) -> Changes:
+    return {
+        "stage": "implement",
+        "impl_round": 1 if first else s.impl_round + 1,
+        "feedback": feedback,
+        "verify_results": {},
+        "finalize_results": {},
+    }
+
+
+def _verify_completed(s: BuildState, p: VerifyCompleted) -> Changes:
+    result = StepResult(outcome=p.outcome, attempt=p.attempt, reason=p.reason, report=p.report)
+    results = {**s.verify_results, p.step: result}
+    changes: Changes = {"in_flight": None, "verify_results": results}
+    if p.head:
+        changes["head"] = p.head
+    if p.outcome == "fail":
+        tail = p.reason[-FEEDBACK_TAIL:]
+        feedback = (f"Verify step `{p.step}` failed in round {p.round}:\n{tail}",)
+        changes.update(_next_impl_round(s, feedback))
+    elif all(step.name in results for step in s.config.verify):
+        changes["stage"] = "finalize" if s.config.finalize else "done"
+    return changes
+
+
+def _answered(s: BuildState, p: EscalationAnswered) -> Changes:
+    escalations = []
+    changes: Changes = {}
+    for esc in s.escalations:
+        if esc.id == p.id and esc.open:
+            esc = esc.model_copy(update={"answer": p.answer, "by": p.by})
+            key = attempt_key(esc.phase, esc.round)
+            # An answer re-arms whatever budget raised the question.
+            if esc.cause == "round-limit":
+                step = s.config.policy.max_review_rounds
+                if esc.phase == "plan":
+                    changes["plan_round_limit"] = s.plan_round_limit + step
+                else:
+                    changes["impl_round_limit"] = s.impl_round_limit + step
+            changes["attempts"] = {k: v for k, v in s.attempts.items() if k != key}
+            changes["interruptions"] = {k: v for k, v in s.interruptions.items() if k != key}
+            changes["blocked"] = {k: v for k, v in s.blocked.items() if k != key}
+            changes["feedback"] = (*s.feedback, f"Answer to {esc.id} ({esc.question}): {p.answer}")
+        escalations.append(esc)
+    changes["escalations"] = tuple(escalations)
+    return changes
