@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from agentrun.events import Event
 from agentrun.kernel.decide import Decision, decide
 from agentrun.kernel.evolve import evolve
 from agentrun.kernel.state import BuildState, initial_state
@@ -9,11 +12,9 @@ from agentrun.kernel.state import BuildState, initial_state
 __all__ = ["BuildState", "Decision", "decide", "evolve", "initial_state", "replay"]
 
 
-def replay(slug: str, events: list[object]) -> BuildState:
-    from agentrun.events import Event
-
+def replay(slug: str, events: Iterable[Event]) -> BuildState:
+    """The state of a build after its whole log: a fold of ``evolve``."""
     state = initial_state(slug)
     for event in events:
-        assert isinstance(event, Event)
         state = evolve(state, event)
     return state

@@ -16,8 +16,9 @@ from pydantic import ValidationError
 
 from agentrun.errors import UnknownBuildError
 from agentrun.gitrepo import agentrun_dir
+from agentrun.kernel import replay
 from agentrun.kernel.evolve import evolve
-from agentrun.kernel.state import BuildState, initial_state
+from agentrun.kernel.state import BuildState
 from agentrun.store.log import EventLog, check_slug
 
 
@@ -60,9 +61,7 @@ def load_state(
         for stored in log.walk(tip, stop=cached[0]):
             state = evolve(state, stored.event)
     if state is None:
-        state = initial_state(slug)
-        for stored in log.walk(tip):
-            state = evolve(state, stored.event)
+        state = replay(slug, (stored.event for stored in log.walk(tip)))
     cache.put(slug, tip, state)
     return tip, state
 
