@@ -23,15 +23,33 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class RuntimeConfig(_Model):
-    """One named runtime. ``script`` plays a scripted agent; ``command`` runs any program."""
+RuntimeKind = Literal["script", "command", "claude", "codex", "aider", "openai", "anthropic"]
+BUILTIN_RUNTIMES: tuple[RuntimeKind, ...] = ("claude", "codex", "aider", "openai", "anthropic")
 
-    kind: Literal["script", "command"]
+
+class RuntimeConfig(_Model):
+    """One named runtime (DESIGN §7).
+
+    ``script`` plays a scripted agent; ``command`` runs any program; ``claude``,
+    ``codex`` and ``aider`` run those CLIs; ``openai`` (any OpenAI-compatible
+    chat-completions endpoint) and ``anthropic`` talk to model APIs over HTTP.
+    The built-in kinds may be named in ``roles`` without a table of their own.
+    """
+
+    kind: RuntimeKind
     script: str | None = None
     command: tuple[str, ...] | None = None
     prompt: Literal["stdin", "arg"] = "stdin"
     env: dict[str, str] = Field(default_factory=dict)
     model: str | None = None
+    binary: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    allowed_tools: tuple[str, ...] = ()
+    extra_args: tuple[str, ...] = ()
+    shell: bool = False
+    max_retries: int = Field(default=3, ge=0)
+    request_timeout_seconds: float = Field(default=300, gt=0)
 
     @model_validator(mode="after")
     def _needs_its_input(self) -> RuntimeConfig:
@@ -40,6 +58,21 @@ class RuntimeConfig(_Model):
         if self.kind == "command" and not self.command:
             raise ValueError('a command runtime needs `command = ["program", "arg", ...]`')
         return self
+
+
+class Price(_Model):
+    """US dollars per million tokens."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+
+class Budget(_Model):
+    """Hard limits per build; crossing one parks the build with a policy escalation."""
+
+    max_tokens: int | None = Field(default=None, gt=0)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_wall_minutes: float | None = Field(default=None, gt=0)
 
 
 class Policy(_Model):
@@ -90,6 +123,8 @@ class Config(_Model):
     roles: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     runtimes: dict[str, RuntimeConfig] = Field(default_factory=dict)
     policy: Policy = Policy()
+    budget: Budget = Budget()
+    prices: dict[str, Price] = Field(default_factory=dict)
     pipeline: Pipeline = Pipeline()
     verify: tuple[VerifyStep, ...] = ()
     finalize: tuple[FinalizeStep, ...] = ()
@@ -114,6 +149,20 @@ class Config(_Model):
     def runtimes_for(self, role: str) -> tuple[str, ...]:
         """The runtimes a role is routed to: its own entry, else `default`, else empty."""
         return self.roles.get(role) or self.roles.get("default") or ()
+
+    def runtime(self, entry: str) -> RuntimeConfig | None:
+        """The runtime a ``roles`` entry names: ``NAME`` or ``NAME:MODEL``.
+
+        A configured ``[runtimes.NAME]`` wins; a built-in kind (claude, codex, aider,
+        openai, anthropic) needs no table. ``:MODEL`` overrides the model.
+        """
+        name, _, model = entry.partition(":")
+        found = self.runtimes.get(name)
+        if found is None and name in BUILTIN_RUNTIMES:
+            found = RuntimeConfig(kind=name)
+        if found is not None and model:
+            found = found.model_copy(update={"model": model})
+        return found
 
 
 def parse_config(text: str, source: str) -> Config:

@@ -64,7 +64,7 @@ def parse_roles(values: tuple[str, ...]) -> dict[str, str]:
 
 def check_runnable(config: Config) -> None:
     """Refuse to start a build no agent could run, saying how to configure one."""
-    if not config.runtimes or not (config.roles.get("default") or config.roles):
+    if not config.roles:
         raise ConfigError(
             "no agent runtime is configured: run `git agentrun init` and edit .agentrun.toml "
             '(set [runtimes.NAME] and roles.default = ["NAME"])'
@@ -82,7 +82,7 @@ def check_runnable(config: Config) -> None:
                 f"no runtime for role {role!r}: set roles.{role} or roles.default in .agentrun.toml"
             )
         for name in names:
-            if name not in config.runtimes:
+            if config.runtime(name) is None:
                 raise ConfigError(
                     f"roles.{role} names runtime {name!r}, but there is no [runtimes.{name}]"
                 )

@@ -47,7 +47,13 @@ from agentrun.runner.build import BuildHandle, Observer
 from agentrun.runner.prompts import render_prompt
 from agentrun.runner.watch import AbortWatcher
 from agentrun.runner.workspace import PhaseMark, Workspace
-from agentrun.runtimes.base import SessionControl, SessionSpec, TurnResult, make_runtime
+from agentrun.runtimes.base import (
+    UNAVAILABLE,
+    SessionControl,
+    SessionSpec,
+    TurnResult,
+    make_runtime,
+)
 from agentrun.store.lease import Heartbeat
 from agentrun.store.log import Draft
 from agentrun.store.notes import add_note
@@ -123,7 +129,7 @@ class SessionRunner:
         """One session on runtime ``name``; True when an alternate should take over."""
         state = self.build.state
         session = f"s-{uuid.uuid4().hex[:8]}"
-        config = state.config.runtimes.get(name)
+        config = state.config.runtime(name)
         self.build.append(
             [
                 Draft(
@@ -205,7 +211,7 @@ class SessionRunner:
                     error="no-terminal: the agent ended its turn without reporting "
                     "(git agentrun agent …)",
                 )
-            if turn.cause == "setup" and not last:
+            if turn.cause == UNAVAILABLE and not last:
                 self._fail(job, session, turn, transcript.text, count=False)
                 return True  # the runtime is not available here: an alternate takes over
             self._fail(job, session, turn, transcript.text)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -28,6 +29,9 @@ class SessionSpec:
     env: dict[str, str]
     budget_seconds: float
     repo_root: Path
+    # The runtime's own id of this role's previous session (from ``session.ended``), so a
+    # producer can continue it with the CLI's resume; None: start fresh.
+    resume_from: str | None = None
 
 
 @dataclass
@@ -39,6 +43,16 @@ class SessionControl:
     on_process: Callable[[int], None] = lambda _pid: None
 
 
+# Why a turn failed. The runner acts on the cause:
+#   "unavailable"  the runtime cannot be reached here (CLI missing, connection refused,
+#                  5xx or 429 after retries): the next alternate takes over, same attempt
+#   "auth"         401/403 or no API key: permanent, escalates at once (name the variable)
+#   "timeout"      the session ran past its wall-clock budget; its process tree was ended
+#   "aborted"      cancelled (abort requested)
+#   anything else  an ordinary failure of the attempt ("exit", "stream", "script", ...)
+UNAVAILABLE, AUTH, TIMEOUT, ABORTED = "unavailable", "auth", "timeout", "aborted"
+
+
 @dataclass(frozen=True)
 class TurnResult:
     ok: bool
@@ -46,7 +60,7 @@ class TurnResult:
     usage: Usage = field(default_factory=Usage)
     error: str = ""
     permanent: bool = False
-    cause: str = ""  # "timeout", "aborted", "exit", "setup", ...
+    cause: str = ""
 
 
 @dataclass
@@ -77,17 +91,49 @@ class Runtime(Protocol):
         """Close the session; the transcript goes into the log."""
 
 
+@dataclass(frozen=True)
+class Probe:
+    """Whether a runtime can run on this machine, for ``doctor`` and auto-picking."""
+
+    ok: bool
+    detail: str  # e.g. "claude 2.1.332 at /usr/bin/claude", "ANTHROPIC_API_KEY is not set"
+
+
 RuntimeFactory = Callable[[str, RuntimeConfig], Runtime]
+ProbeFn = Callable[[RuntimeConfig, Mapping[str, str]], Probe]
 _KINDS: dict[str, RuntimeFactory] = {}
+_PROBES: dict[str, ProbeFn] = {}
+# One module per kind, imported only when a build uses it (httpx stays unloaded otherwise).
+MODULES = {
+    "script": "agentrun.runtimes.script",
+    "command": "agentrun.runtimes.command",
+    "claude": "agentrun.runtimes.claude",
+    "codex": "agentrun.runtimes.codex",
+    "aider": "agentrun.runtimes.aider",
+    "openai": "agentrun.runtimes.openai",
+    "anthropic": "agentrun.runtimes.anthropic",
+}
 
 
-def register(kind: str, factory: RuntimeFactory) -> None:
+def register(kind: str, factory: RuntimeFactory, probe: ProbeFn | None = None) -> None:
     _KINDS[kind] = factory
+    if probe is not None:
+        _PROBES[kind] = probe
+
+
+def probe_runtime(config: RuntimeConfig, environ: Mapping[str, str]) -> Probe:
+    """Ask a runtime kind whether it can run here (binary, version, key, endpoint)."""
+    if config.kind not in _KINDS and config.kind in MODULES:
+        importlib.import_module(MODULES[config.kind])
+    check = _PROBES.get(config.kind)
+    if check is None:
+        return Probe(True, f"{config.kind}: nothing to check")
+    return check(config, environ)
 
 
 def make_runtime(name: str, config: RuntimeConfig) -> Runtime:
-    from agentrun.runtimes import command, script  # noqa: F401 - they register themselves
-
+    if config.kind not in _KINDS and config.kind in MODULES:
+        importlib.import_module(MODULES[config.kind])
     try:
         return _KINDS[config.kind](name, config)
     except KeyError:

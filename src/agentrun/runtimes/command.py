@@ -11,6 +11,7 @@ from agentrun import procs
 from agentrun.config import RuntimeConfig
 from agentrun.events import Usage
 from agentrun.runtimes.base import (
+    UNAVAILABLE,
     Handle,
     SessionControl,
     SessionSpec,
@@ -60,7 +61,7 @@ class CommandRuntime:
         except OSError as exc:
             error = f"cannot start {argv[0]!r}: {exc.strerror or exc}"
             handle.transcript.append(error + "\n")
-            return TurnResult(ok=False, error=error, permanent=True, cause="setup")
+            return TurnResult(ok=False, error=error, permanent=True, cause=UNAVAILABLE)
         handle.transcript.append(done.output)
         usage = Usage(tokens_in=len(prompt) // 4, tokens_out=len(done.output) // 4)
         if done.timed_out:
