@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,6 +49,23 @@ def common_dir(repo: pygit2.Repository) -> Path:
 
 def agentrun_dir(repo: pygit2.Repository) -> Path:
     return common_dir(repo) / "agentrun"
+
+
+def worktrees_dir(repo: pygit2.Repository) -> Path:
+    """Where this repository's build worktrees live: outside ``.git`` and the user's tree.
+
+    Agents treat anything under a ``.git`` folder as off limits (Claude Code refuses to
+    edit there), so worktrees go to the user's cache folder, one folder per repository:
+    ``$AGENTRUN_WORKTREES`` or ``$XDG_CACHE_HOME/agentrun/worktrees`` (``~/.cache/…``).
+    """
+    common = common_dir(repo).resolve()
+    root = os.environ.get("AGENTRUN_WORKTREES")
+    if not root:
+        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        root = str(Path(cache) / "agentrun" / "worktrees")
+    name = common.parent.name if common.name == ".git" else common.name
+    key = hashlib.sha1(str(common).encode()).hexdigest()[:10]
+    return Path(root) / f"{name}-{key}"
 
 
 def signature(now: datetime | None = None) -> pygit2.Signature:
@@ -118,7 +136,12 @@ WALK_NEWEST_FIRST = pygit2.enums.SortMode.TOPOLOGICAL
 WALK_OLDEST_FIRST = pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE
 
 
+# git's empty tree, the same object in every repository.
+EMPTY_TREE = pygit2.Oid(hex="4b825dc642cb6eb9a060e54bf8d69288fbee4904")
+
+
 def empty_tree(repo: pygit2.Repository) -> pygit2.Oid:
+    """The empty tree, written into the repository (only a writer needs to call this)."""
     return repo.TreeBuilder().write()
 
 

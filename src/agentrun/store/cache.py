@@ -37,12 +37,15 @@ class StateCache:
             return None  # absent or from another version: replay
 
     def put(self, slug: str, tip: str, state: BuildState) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
         data = json.dumps({"tip": tip, "state": state.model_dump(mode="json")})
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
-        with os.fdopen(fd, "w") as fh:
-            fh.write(data)
-        os.replace(tmp, self._path(slug))
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
+            with os.fdopen(fd, "w") as fh:
+                fh.write(data)
+            os.replace(tmp, self._path(slug))
+        except OSError:
+            return  # a read-only .git (an agent's sandbox): the cache is only a shortcut
 
 
 def load_state(

@@ -20,6 +20,7 @@ import pygit2
 from agentrun.errors import ConcurrentUpdateError, InvalidEventError, UnknownBuildError
 from agentrun.events import Actor, Event, KernelActor, check_payload, decode, encode
 from agentrun.gitrepo import (
+    EMPTY_TREE,
     WALK_NEWEST_FIRST,
     WALK_OLDEST_FIRST,
     blob_data,
@@ -31,6 +32,7 @@ from agentrun.gitrepo import (
     signature,
     tree_at,
 )
+from agentrun.secrets import scrub, scrub_bytes
 
 BUILDS = "refs/agentrun/builds/"
 ARTIFACTS = "artifacts"
@@ -81,7 +83,8 @@ class EventLog:
     def __init__(self, repo: pygit2.Repository, writer: str | None = None) -> None:
         self.repo = repo
         self.writer = writer or default_writer()
-        self._empty_tree = empty_tree(repo)
+        # Not written here: a reader may sit where git metadata is read-only (a sandbox).
+        self._empty_written = False
 
     # --- reading ---------------------------------------------------------
 
@@ -126,7 +129,7 @@ class EventLog:
         walker = self.repo.walk(tip, WALK_NEWEST_FIRST)
         walker.simplify_first_parent()
         for commit in walker:
-            if commit.tree_id == self._empty_tree:
+            if commit.tree_id == EMPTY_TREE:
                 continue
             try:
                 entry = commit.tree[f"{ARTIFACTS}/{name}"]
@@ -175,7 +178,12 @@ class EventLog:
             )
             tree = self._tree(draft.artifacts)
             parents = [pygit2.Oid(hex=parent)] if parent else []
-            oid = self.repo.create_commit(None, sig, sig, encode(event), tree, parents)
+            message = encode(event)
+            clean = scrub(message)
+            if clean != message:
+                # A secret never becomes a git object; the caller sees what was stored.
+                message, event = clean, decode(clean, "being appended")
+            oid = self.repo.create_commit(None, sig, sig, message, tree, parents)
             parent = str(oid)
             stored.append(Stored(parent, event))
         if parent is None:
@@ -185,12 +193,16 @@ class EventLog:
 
     def _tree(self, artifacts: Mapping[str, bytes]) -> pygit2.Oid:
         if not artifacts:
-            return self._empty_tree
+            if not self._empty_written:
+                empty_tree(self.repo)
+                self._empty_written = True
+            return EMPTY_TREE
         inner = self.repo.TreeBuilder()
         for art_name, data in sorted(artifacts.items()):
             if not _ARTIFACT.match(art_name):
                 raise InvalidEventError(f"bad artifact name {art_name!r}")
-            inner.insert(art_name, self.repo.create_blob(data), pygit2.GIT_FILEMODE_BLOB)
+            blob = self.repo.create_blob(scrub_bytes(data))
+            inner.insert(art_name, blob, pygit2.GIT_FILEMODE_BLOB)
         outer = self.repo.TreeBuilder()
         outer.insert(ARTIFACTS, inner.write(), pygit2.GIT_FILEMODE_TREE)
         return outer.write()
