@@ -56,6 +56,17 @@ class Usage(Frozen):
     tokens_out: int = 0
     cost_usd: float | None = None
 
+    @property
+    def tokens(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+    def describe(self) -> str:
+        """``1,234 tokens (1,000 in, 234 out), $0.0123`` — or ``cost unknown``."""
+        cost = f"${self.cost_usd:.4f}" if self.cost_usd is not None else "cost unknown"
+        if not self.tokens and self.cost_usd is None:
+            return "no tokens"
+        return f"{self.tokens:,} tokens ({self.tokens_in:,} in, {self.tokens_out:,} out), {cost}"
+
     def __add__(self, other: Usage) -> Usage:
         cost = None
         if self.cost_usd is not None or other.cost_usd is not None:
@@ -182,7 +193,8 @@ class SessionEnded(Frozen):
     error: str | None = None
 
     def summary(self) -> str:
-        return f"{self.session} {self.outcome}" + (f": {self.error}" if self.error else "")
+        text = f"{self.session} {self.outcome}" + (f": {self.error}" if self.error else "")
+        return text if not self.usage.tokens else f"{text} · {self.usage.describe()}"
 
 
 class PlanStarted(Frozen):

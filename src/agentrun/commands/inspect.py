@@ -48,7 +48,11 @@ class BuildRow:
             },
             "created_at": _iso(s.created_at),
             "updated_at": _iso(s.updated_at),
-            "usage": s.usage.model_dump(mode="json"),
+            "usage": {
+                **s.usage.model_dump(mode="json"),
+                # Models whose price is unknown: their sessions are not in cost_usd.
+                "unpriced": list(s.unpriced_models),
+            },
             "runner": self.runner,
             "archived": self.archived,
         }

@@ -84,7 +84,7 @@ class RaiseEscalation:
     id: str
     phase: str
     round: int
-    cause: Literal["attempts", "permanent-failure", "round-limit", "interrupted"]
+    cause: Literal["attempts", "permanent-failure", "round-limit", "interrupted", "budget"]
     question: str
     source: Literal["policy"] = "policy"
     kind: Literal["raise-escalation"] = "raise-escalation"
@@ -251,11 +251,84 @@ def _finalize_step(s: BuildState, step: FinalizeStep, last: bool) -> RunFinalize
     )
 
 
+def _work_phase(work: Work) -> str:
+    if isinstance(work, RunPhase):
+        return work.phase
+    if isinstance(work, RunFinalizeStep):
+        return f"finalize:{work.step}"
+    return f"verify:{work.step}"
+
+
+def _role(work: Work) -> str | None:
+    """The role whose session the work starts (None: a command, no tokens spent)."""
+    if isinstance(work, RunPhase | RunAgentVerify):
+        return work.role
+    if isinstance(work, RunFinalizeStep) and work.command is None:
+        return work.role or "finalize"
+    return None
+
+
+def _budget(s: BuildState, work: Work) -> RaiseEscalation | None:
+    """Budgets are hard: stop before a session the remaining budget cannot cover."""
+    budget = s.config.budget
+    scale = 1 + s.budget_grants  # each answer allows as much again
+    role = _role(work)
+    estimate = s.role_usage.get(role) if role else None
+    problem = None
+    if budget.max_tokens is not None:
+        limit = budget.max_tokens * scale
+        spent = s.usage.tokens_in + s.usage.tokens_out
+        following = estimate.estimate_tokens() if estimate and role else 0
+        if spent >= limit or (role and spent + following > limit):
+            problem = f"it has used {spent:,} tokens of its max_tokens budget of {limit:,}" + (
+                f"; the next {role} session is estimated at {following:,}" if role else ""
+            )
+    if problem is None and budget.max_cost_usd is not None and role:
+        limit_usd = budget.max_cost_usd * scale
+        if s.unpriced_models and not s.budget_grants:
+            problem = (
+                f"the price of {', '.join(s.unpriced_models)} is unknown, so max_cost_usd "
+                f"(${limit_usd:.2f}) cannot be kept: add [prices.MODEL] to .agentrun.toml"
+            )
+        else:
+            spent_usd = s.usage.cost_usd or 0.0
+            next_usd = estimate.estimate_cost() if estimate else 0.0
+            if spent_usd >= limit_usd or spent_usd + next_usd > limit_usd:
+                problem = (
+                    f"it has spent ${spent_usd:.4f} of its max_cost_usd budget of "
+                    f"${limit_usd:.2f}; the next {role} session is estimated at ${next_usd:.4f}"
+                )
+    if problem is None and budget.max_wall_minutes is not None:
+        limit_min = budget.max_wall_minutes * scale
+        minutes = s.active_seconds / 60
+        if minutes >= limit_min:
+            problem = (
+                f"it has worked {minutes:.2f} minutes of its max_wall_minutes budget of "
+                f"{limit_min:g} minutes"
+            )
+    if problem is None:
+        return None
+    round_ = work.round if isinstance(work, RunPhase | RunCheck | RunAgentVerify) else s.impl_round
+    return RaiseEscalation(
+        id=_next_id(s),
+        phase=_work_phase(work),
+        round=round_,
+        cause="budget",
+        question=(
+            f"The build stopped at its budget: {problem}. Its work so far is on the build "
+            "branch. Answer to allow as much again, or abort the build."
+        ),
+    )
+
+
 def _guard(s: BuildState, work: Work) -> Decision:
     """The retry guard: a phase that keeps failing, or failed for good, asks a human."""
+    over = _budget(s, work)
+    if over is not None:
+        return over
     if isinstance(work, RunFinalizeStep):
         return work
-    phase = work.phase if isinstance(work, RunPhase) else f"verify:{work.step}"
+    phase = _work_phase(work)
     key = attempt_key(phase, work.round)
     if key in s.blocked:
         return RaiseEscalation(

@@ -43,6 +43,7 @@ from agentrun.events import (
     RunnerSetupFailed,
     SessionEnded,
     SessionStarted,
+    Usage,
     VerifyCompleted,
     VerifyStarted,
     VerifyVerdict,
@@ -55,6 +56,8 @@ from agentrun.kernel.state import (
     OpenSession,
     Proposal,
     Report,
+    ResumableSession,
+    RoleUsage,
     Stage,
     StepResult,
     attempt_key,
@@ -64,6 +67,11 @@ from agentrun.kernel.state import (
 def evolve(state: BuildState, event: Event) -> BuildState:
     """One fold step: the state after ``event``."""
     changes = _apply(state, event)
+    flight = state.in_flight
+    if flight is not None and flight.started and changes.get("in_flight", flight) is None:
+        # Work time, not waiting time: what max_wall_minutes budgets (DESIGN §4).
+        spent = max((event.ts - flight.started).total_seconds(), 0.0)
+        changes["active_seconds"] = state.active_seconds + spent
     changes["seq"] = event.seq
     changes["updated_at"] = event.ts
     return state.model_copy(update=changes)
@@ -106,7 +114,7 @@ def _apply(s: BuildState, event: Event) -> Changes:
     if isinstance(p, BuildAborted):
         return {"status": "aborted", "reason": p.reason, "session": None, "in_flight": None}
     if isinstance(p, RunnerAttached):
-        return {"runner": f"{p.instance}@{p.host}"}
+        return _attached(s, p)
     if isinstance(p, RunnerSetupFailed):
         return {
             "setup_failures": s.setup_failures + 1,
@@ -115,7 +123,12 @@ def _apply(s: BuildState, event: Event) -> Changes:
         }
     if isinstance(p, SessionStarted):
         session = OpenSession(
-            session=p.session, phase=p.phase, round=p.round, role=p.role, runtime=p.runtime
+            session=p.session,
+            phase=p.phase,
+            round=p.round,
+            role=p.role,
+            runtime=p.runtime,
+            model=p.model,
         )
         return {"session": session, "sessions": s.sessions + 1}
     if isinstance(p, SessionEnded):
@@ -125,17 +138,17 @@ def _apply(s: BuildState, event: Event) -> Changes:
     ):
         return _report(s, p)
     if isinstance(p, PlanStarted):
-        return {"in_flight": _in_flight(s, "plan", p.round)}
+        return {"in_flight": _in_flight(s, "plan", p.round, event)}
     if isinstance(p, PlanReviewStarted):
-        return {"in_flight": _in_flight(s, "plan-review", p.round)}
+        return {"in_flight": _in_flight(s, "plan-review", p.round, event)}
     if isinstance(p, ImplementStarted):
-        return {"in_flight": _in_flight(s, "implement", p.round)}
+        return {"in_flight": _in_flight(s, "implement", p.round, event)}
     if isinstance(p, CodeReviewStarted):
-        return {"in_flight": _in_flight(s, "code-review", p.round)}
+        return {"in_flight": _in_flight(s, "code-review", p.round, event)}
     if isinstance(p, VerifyStarted):
-        return {"in_flight": _in_flight(s, f"verify:{p.step}", p.round)}
+        return {"in_flight": _in_flight(s, f"verify:{p.step}", p.round, event)}
     if isinstance(p, FinalizeStarted):
-        return {"in_flight": _in_flight(s, f"finalize:{p.step}", s.impl_round)}
+        return {"in_flight": _in_flight(s, f"finalize:{p.step}", s.impl_round, event)}
     if isinstance(p, ImplementCompleted):
         return {
             "in_flight": None,
@@ -187,6 +200,18 @@ def _apply(s: BuildState, event: Event) -> Changes:
     assert_never(p)
 
 
+def _attached(s: BuildState, p: RunnerAttached) -> Changes:
+    changes: Changes = {"runner": f"{p.instance}@{p.host}"}
+    flight = s.in_flight
+    if flight is not None and flight.started and s.updated_at:
+        # The dead runner's work ended with its last event; the downtime until this
+        # runner came is not work time.
+        spent = max((s.updated_at - flight.started).total_seconds(), 0.0)
+        changes["active_seconds"] = s.active_seconds + spent
+        changes["in_flight"] = flight.model_copy(update={"started": None})
+    return changes
+
+
 def _phase_failed(s: BuildState, p: PhaseFailed) -> Changes:
     key = attempt_key(p.phase, p.round)
     changes: Changes = {"in_flight": None, "last_error": {**s.last_error, key: p.error}}
@@ -202,10 +227,10 @@ def _phase_failed(s: BuildState, p: PhaseFailed) -> Changes:
     return changes
 
 
-def _in_flight(s: BuildState, phase: str, round_: int) -> InFlight:
+def _in_flight(s: BuildState, phase: str, round_: int, event: Event) -> InFlight:
     key = attempt_key(phase, round_)
     attempt = s.attempts.get(key, 0) + s.interruptions.get(key, 0) + 1
-    return InFlight(key=key, phase=phase, round=round_, attempt=attempt)
+    return InFlight(key=key, phase=phase, round=round_, attempt=attempt, started=event.ts)
 
 
 def _escalation(p: EscalationRaised) -> Escalation:
@@ -223,6 +248,8 @@ def _report(s: BuildState, p: Report) -> Changes:
 def _session_ended(s: BuildState, p: SessionEnded) -> Changes:
     changes: Changes = {"session": None, "usage": s.usage + p.usage}
     session = s.session
+    if session is not None and session.session == p.session:
+        changes.update(_spent(s, session, p))
     if session is None or session.session != p.session or p.outcome != "ok":
         return changes
     changes["setup_failures"] = 0  # the runner could work after all: earlier trouble passed
@@ -261,6 +288,36 @@ def _checks_stage(config: Config) -> Stage:
     return "finalize" if config.finalize else "done"
 
 
+PRODUCERS = ("plan", "implement")
+
+
+def _spent(s: BuildState, session: OpenSession, p: SessionEnded) -> Changes:
+    """Book a session's usage to its phase and role; remember a producer's session id."""
+    family = session.phase.split(":", 1)[0]
+    used = p.usage
+    tokens = used.tokens_in + used.tokens_out
+    known = used.cost_usd is not None
+    role = s.role_usage.get(session.role, RoleUsage())
+    role = RoleUsage(
+        sessions=role.sessions + 1,
+        tokens=role.tokens + tokens,
+        cost_usd=role.cost_usd + (used.cost_usd or 0.0),
+        priced=role.priced + (1 if known else 0),
+    )
+    changes: Changes = {
+        "phase_usage": {**s.phase_usage, family: s.phase_usage.get(family, Usage()) + used},
+        "role_usage": {**s.role_usage, session.role: role},
+    }
+    unpriced = session.model or session.runtime
+    if not known and tokens and unpriced not in s.unpriced_models:
+        changes["unpriced_models"] = (*s.unpriced_models, unpriced)
+    if p.runtime_session_id and session.role in PRODUCERS and p.outcome == "ok":
+        host = (s.runner or "").rpartition("@")[2]
+        resumable = ResumableSession(runtime=session.runtime, id=p.runtime_session_id, host=host)
+        changes["resumable"] = {**s.resumable, session.role: resumable}
+    return changes
+
+
 def _next_impl_round(s: BuildState, feedback: tuple[str, ...], first: bool = False) -> Changes:
     return {
         "stage": "implement",
@@ -294,6 +351,8 @@ def _answered(s: BuildState, p: EscalationAnswered) -> Changes:
             esc = esc.model_copy(update={"answer": p.answer, "by": p.by})
             key = attempt_key(esc.phase, esc.round)
             # An answer re-arms whatever budget raised the question.
+            if esc.cause == "budget":
+                changes["budget_grants"] = s.budget_grants + 1
             if esc.cause == "round-limit":
                 step = s.config.policy.max_review_rounds
                 if esc.phase == "plan":

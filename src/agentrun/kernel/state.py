@@ -45,7 +45,31 @@ class OpenSession(_Frozen):
     round: int
     role: str
     runtime: str
+    model: str | None = None
     report: Report | None = None
+
+
+class RoleUsage(_Frozen):
+    """What a role's sessions spent so far: the running estimate for its next session."""
+
+    sessions: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    priced: int = 0  # sessions whose cost is known
+
+    def estimate_tokens(self) -> int:
+        return self.tokens // self.sessions if self.sessions else 0
+
+    def estimate_cost(self) -> float:
+        return self.cost_usd / self.priced if self.priced else 0.0
+
+
+class ResumableSession(_Frozen):
+    """A producer's last session, which its next round may continue (DESIGN §7)."""
+
+    runtime: str
+    id: str
+    host: str
 
 
 class InFlight(_Frozen):
@@ -55,6 +79,7 @@ class InFlight(_Frozen):
     phase: str
     round: int
     attempt: int
+    started: datetime | None = None
 
 
 class Escalation(_Frozen):
@@ -132,6 +157,12 @@ class BuildState(_Frozen):
     proposal: Proposal | None = None
     published_head: str | None = None
     usage: Usage = Usage()
+    phase_usage: dict[str, Usage] = {}
+    role_usage: dict[str, RoleUsage] = {}
+    unpriced_models: tuple[str, ...] = ()
+    active_seconds: float = 0.0
+    budget_grants: int = 0
+    resumable: dict[str, ResumableSession] = {}
     runner: str | None = None
     sessions: int = 0
 

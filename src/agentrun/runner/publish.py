@@ -39,12 +39,12 @@ def render_status(state: BuildState) -> str:
         ]
     if state.observations:
         lines += ["", "Follow-ups:"] + [f"- {o}" for o in state.observations]
-    usage = state.usage
-    cost = f", ${usage.cost_usd:.4f}" if usage.cost_usd is not None else ""
-    lines += [
-        "",
-        f"Sessions: {state.sessions} · tokens in/out: {usage.tokens_in}/{usage.tokens_out}{cost}",
-    ]
+    lines += ["", f"Sessions: {state.sessions} · {state.usage.describe()}"]
+    if state.phase_usage:
+        lines += ["", "| phase | usage |", "| --- | --- |"]
+        lines += [f"| {phase} | {used.describe()} |" for phase, used in state.phase_usage.items()]
+    if state.unpriced_models:
+        lines.append(f"\nUnknown price (not in the total): {', '.join(state.unpriced_models)}")
     return "\n".join(lines) + "\n"
 
 
