@@ -172,6 +172,13 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             body = json.dumps({"object": "list", "data": [{"id": "mock", "object": "model"}]})
             self._send_json(200, body)
 
+        def handle(self) -> None:
+            # A client that gave up (a cancelled or timed-out session) is not an error.
+            try:
+                super().handle()
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""

@@ -2,15 +2,20 @@
 
 A verb that does not fit the phase, or comes from a session that is not the open one
 (including one the runner already closed as abandoned), is refused and appends nothing.
+Inside a sandbox that keeps git metadata read-only, a report that fits is queued in the
+session's outbox instead, and the runner appends it after the turn (``outbox.drain``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import pygit2
 
+from agentrun.agent.outbox import queue
 from agentrun.errors import ConcurrentUpdateError, VerbError
 from agentrun.events import (
     AgentActor,
@@ -21,6 +26,7 @@ from agentrun.events import (
     PlanSubmitted,
     VerifyVerdict,
 )
+from agentrun.gitrepo import common_dir
 from agentrun.kernel.state import BuildState
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.log import Draft, EventLog, Tip
@@ -73,20 +79,50 @@ class Report:
     findings: tuple[str, ...] = ()
 
 
-def report(repo: pygit2.Repository, env: AgentEnv, rep: Report) -> str:
-    """Append the agent's report; returns a one-line confirmation."""
+def report(
+    repo: pygit2.Repository, env: AgentEnv, rep: Report, queue_if_read_only: bool = True
+) -> str:
+    """Append the agent's report; returns a one-line confirmation.
+
+    Where the repository's git metadata is read-only (a sandbox such as Codex's
+    ``workspace-write``), a report that fits is queued in the worktree's outbox instead,
+    for the runner to append after the turn (DESIGN §6).
+    """
+    writable = log_writable(repo)
     log = EventLog(repo)
     cache = StateCache(repo)
     for _ in range(RETRIES):
         tip, state = load_state(log, cache, env.build)
         check_fits(state, env, rep.verb)
         draft, said = _draft(state, env, rep)
+        if not writable and queue_if_read_only and repo.workdir:
+            return _queue(Path(repo.workdir), env, rep)
         try:
             log.append(env.build, [draft], Tip(tip, state.seq))
         except ConcurrentUpdateError:
             continue  # the runner or a human appended meanwhile: re-read and re-check
         return said
     raise ConcurrentUpdateError(f"the log of {env.build} kept moving; try the verb again")
+
+
+def log_writable(repo: pygit2.Repository) -> bool:
+    """Whether this process may write git objects and refs (a sandbox may forbid it).
+
+    Asked up front: libgit2 does not always say so when a write fails (a commit on a
+    read-only object database comes back with an id that was never stored).
+    """
+    common = common_dir(repo)
+    return all(os.access(common / sub, os.W_OK) for sub in ("objects", "refs"))
+
+
+def _queue(workdir: Path, env: AgentEnv, rep: Report) -> str:
+    request = {"build": env.build, "phase": env.phase, "round": env.round}
+    request |= {"session": env.session, **asdict(rep), "findings": list(rep.findings)}
+    path = queue(workdir, request)
+    return (
+        f"{rep.verb} queued in {path.relative_to(workdir)}: the log is read-only here, "
+        "agentrun records it when the turn ends"
+    )
 
 
 def check_fits(state: BuildState, env: AgentEnv, verb: str) -> None:

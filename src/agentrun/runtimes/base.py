@@ -115,6 +115,22 @@ MODULES = {
 }
 
 
+KEY_VARIABLES = {
+    "claude": "ANTHROPIC_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "codex": "OPENAI_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "aider": "OPENAI_API_KEY",
+}
+
+
+def key_variable(config: RuntimeConfig) -> str:
+    """The environment variable that holds a runtime's API key ("" when it needs none)."""
+    if config.api_key_env is not None:
+        return config.api_key_env
+    return KEY_VARIABLES.get(config.kind, "")
+
+
 def register(kind: str, factory: RuntimeFactory, probe: ProbeFn | None = None) -> None:
     _KINDS[kind] = factory
     if probe is not None:

@@ -7,12 +7,16 @@ worktree with AGENTRUN_BUILD / AGENTRUN_PHASE / AGENTRUN_SESSION set, and report
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Mapping
+
 from agentrun import procs
 from agentrun.config import RuntimeConfig
 from agentrun.events import Usage
 from agentrun.runtimes.base import (
     UNAVAILABLE,
     Handle,
+    Probe,
     SessionControl,
     SessionSpec,
     Transcript,
@@ -87,4 +91,11 @@ class CommandRuntime:
         return TurnResult(ok=True, text=done.output, usage=usage)
 
 
-register("command", CommandRuntime)
+def probe(config: RuntimeConfig, environ: Mapping[str, str]) -> Probe:
+    assert config.command is not None
+    program = config.command[0]
+    found = shutil.which(program, path=environ.get("PATH"))
+    return Probe(True, f"{program} at {found}") if found else Probe(False, f"{program} not found")
+
+
+register("command", CommandRuntime, probe)

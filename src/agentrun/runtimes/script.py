@@ -20,7 +20,8 @@ The first step that matches is played; with none, the phase's default is played
 from __future__ import annotations
 
 import time
-from pathlib import Path, PurePosixPath
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Literal
 
 import pygit2
@@ -33,6 +34,7 @@ from agentrun.errors import AgentrunError, GuardError, RuntimeSetupError
 from agentrun.events import Usage
 from agentrun.runtimes.base import (
     Handle,
+    Probe,
     SessionControl,
     SessionSpec,
     Transcript,
@@ -40,6 +42,7 @@ from agentrun.runtimes.base import (
     end_transcript,
     register,
 )
+from agentrun.runtimes.tools import confined
 
 Verb = Literal["plan", "approve", "revise", "done", "pass", "fail", "escalate", "none"]
 DEFAULT_VERBS: dict[str, Verb] = {
@@ -102,18 +105,6 @@ def load_script(path: Path) -> Script:
         raise RuntimeSetupError(f"{path} at `{where}`: {err['msg']}") from None
 
 
-def confined(workdir: Path, relative: str) -> Path:
-    """``relative`` inside ``workdir``; refuses ``..``, absolute paths and symlink escapes."""
-    pure = PurePosixPath(relative)
-    if pure.is_absolute() or ".." in pure.parts or not pure.parts:
-        raise GuardError(f"refused to write outside the worktree: {relative}")
-    root = workdir.resolve()
-    target = (root / pure).resolve()
-    if not target.is_relative_to(root):
-        raise GuardError(f"refused to write outside the worktree: {relative} (through a symlink)")
-    return target
-
-
 class ScriptRuntime:
     def __init__(self, name: str, config: RuntimeConfig) -> None:
         assert config.script is not None
@@ -143,6 +134,8 @@ class ScriptRuntime:
         step = next((s for s in script.step if s.matches(spec)), None)
         step = step or ScriptStep(phase=spec.phase)
         say(f"[script] {spec.phase}@{spec.round} attempt {spec.attempt}\n")
+        if spec.resume_from:
+            say(f"[script] continuing session {spec.resume_from}\n")
         usage = step.usage or Usage(tokens_in=len(spec.prompt) // 4, tokens_out=len(step.text) // 4)
         started = time.monotonic()
         if step.say:
@@ -225,4 +218,13 @@ def _default_text(verb: str, spec: SessionSpec) -> str:
     return ""
 
 
-register("script", ScriptRuntime)
+def probe(config: RuntimeConfig, environ: Mapping[str, str]) -> Probe:
+    """A script is resolved against the repository root when it runs; here, the cwd."""
+    assert config.script is not None
+    path = Path(config.script)
+    if path.exists():
+        return Probe(True, f"script {path}")
+    return Probe(False, f"script {path} not found (relative paths are from the repository root)")
+
+
+register("script", ScriptRuntime, probe)

@@ -1,0 +1,172 @@
+"""The ``anthropic`` runtime: the Messages API.
+
+``POST {base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version``, ``stream:
+true``, tools as ``tool_use`` / ``tool_result`` blocks, usage from ``message_start``
+(input) and ``message_delta`` (output, cumulative). The tool loop is shared
+(``toolloop``); this module only shapes requests and reads the stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from agentrun.config import RuntimeConfig
+from agentrun.events import Usage
+from agentrun.runtimes import failures
+from agentrun.runtimes.base import Probe, Runtime, register
+from agentrun.runtimes.toolloop import (
+    ApiRuntime,
+    Call,
+    Message,
+    Reply,
+    StreamFailure,
+    loads,
+    probe,
+)
+from agentrun.runtimes.tools import ToolResult, ToolSpec
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
+DEFAULT_MODEL = "claude-sonnet-4-5"
+MAX_TOKENS = 8192
+
+
+class Messages:
+    kind = "anthropic"
+    model: str | None = DEFAULT_MODEL
+
+    def url(self, base_url: str | None) -> str:
+        return _root(base_url) + "/v1/messages"
+
+    def models_url(self, base_url: str) -> str:
+        return _root(base_url) + "/v1/models"
+
+    def headers(self, key: str | None) -> dict[str, str]:
+        headers = {"anthropic-version": API_VERSION}
+        if key:
+            headers["x-api-key"] = key
+        return headers
+
+    def body(
+        self, model: str, system: str, messages: list[Message], tools: Iterable[ToolSpec]
+    ) -> dict[str, Any]:
+        return {
+            "model": model,
+            "max_tokens": MAX_TOKENS,
+            "system": system,
+            "messages": messages,
+            "tools": [
+                {"name": tool.name, "description": tool.description, "input_schema": tool.schema()}
+                for tool in tools
+            ],
+            "stream": True,
+        }
+
+    def read(self, events: Iterator[tuple[str, str]]) -> Reply:
+        blocks: dict[int, dict[str, str]] = {}
+        reply = Reply()
+        tokens_in = tokens_out = 0
+        done = False
+        for name, data in events:
+            event = loads(data)
+            kind = event.get("type") or name
+            if kind == "message_start":
+                usage = (event.get("message") or {}).get("usage") or {}
+                tokens_in = _input_tokens(usage)
+                tokens_out = int(usage.get("output_tokens") or 0)
+            elif kind == "content_block_start":
+                block = event.get("content_block") or {}
+                blocks[int(event.get("index", len(blocks)))] = {
+                    "type": str(block.get("type", "")),
+                    "text": str(block.get("text") or ""),
+                    "id": str(block.get("id") or ""),
+                    "name": str(block.get("name") or ""),
+                    "json": "",
+                }
+            elif kind == "content_block_delta":
+                slot = blocks.get(int(event.get("index", -1)))
+                delta = event.get("delta") or {}
+                if slot is not None and delta.get("type") == "text_delta":
+                    slot["text"] += str(delta.get("text") or "")
+                elif slot is not None and delta.get("type") == "input_json_delta":
+                    slot["json"] += str(delta.get("partial_json") or "")
+            elif kind == "message_delta":
+                reply.stop = str((event.get("delta") or {}).get("stop_reason") or "")
+                usage = event.get("usage") or {}
+                tokens_out = int(usage.get("output_tokens") or tokens_out)
+                tokens_in = _input_tokens(usage) or tokens_in
+            elif kind == "message_stop":
+                done = True
+                break
+            elif kind == "error":
+                error = event.get("error") or {}
+                status = failures.ANTHROPIC_ERRORS.get(str(error.get("type")), 500)
+                raise StreamFailure(status, str(error.get("message") or "error in the stream"))
+        if not done:
+            raise failures.IncompleteStream("the stream ended before message_stop")
+        reply.usage = Usage(tokens_in=tokens_in, tokens_out=tokens_out)
+        ordered = [blocks[i] for i in sorted(blocks)]
+        reply.text = "".join(b["text"] for b in ordered if b["type"] == "text")
+        reply.calls = [
+            Call(b["id"] or f"toolu_{i}", b["name"], b["json"] or "{}")
+            for i, b in enumerate(ordered)
+            if b["type"] == "tool_use"
+        ]
+        return reply
+
+    def assistant(self, reply: Reply) -> Message:
+        content: list[dict[str, Any]] = []
+        if reply.text:
+            content.append({"type": "text", "text": reply.text})
+        for call in reply.calls:
+            # The API wants an object back; a call with broken JSON was refused as a tool
+            # result, and is echoed with empty input.
+            parsed = call.parsed() or {}
+            content.append({"type": "tool_use", "id": call.id, "name": call.name, "input": parsed})
+        return {"role": "assistant", "content": content or [{"type": "text", "text": "(empty)"}]}
+
+    def results(self, done: list[tuple[Call, ToolResult]]) -> list[Message]:
+        blocks = [
+            {
+                "type": "tool_result",
+                "tool_use_id": call.id,
+                "content": result.text,
+                "is_error": result.error,
+            }
+            for call, result in done
+        ]
+        return [{"role": "user", "content": blocks}]
+
+    def add_user(self, messages: list[Message], text: str) -> None:
+        # After tool results (a user message) the next words join that message: the
+        # roles must alternate.
+        last = messages[-1] if messages else None
+        if last is not None and last["role"] == "user" and isinstance(last["content"], list):
+            last["content"].append({"type": "text", "text": text})
+        else:
+            messages.append({"role": "user", "content": text})
+
+
+def _root(base_url: str | None) -> str:
+    """``ANTHROPIC_BASE_URL`` style (no ``/v1``); a trailing ``/v1`` is tolerated."""
+    return (base_url or DEFAULT_BASE_URL).rstrip("/").removesuffix("/v1")
+
+
+def _input_tokens(usage: dict[str, Any]) -> int:
+    keys = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    return sum(int(usage.get(key) or 0) for key in keys)
+
+
+WIRE = Messages()
+
+
+def make(name: str, config: RuntimeConfig) -> Runtime:
+    return ApiRuntime(name, config, WIRE)
+
+
+def check(config: RuntimeConfig, environ: Mapping[str, str]) -> Probe:
+    return probe(WIRE, config, environ)
+
+
+register("anthropic", make, check)

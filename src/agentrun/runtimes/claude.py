@@ -1,0 +1,239 @@
+"""The ``claude`` runtime: the Claude Code CLI, one ``claude -p`` process per turn.
+
+::
+
+    claude -p --output-format stream-json --verbose [--model M]
+           --allowedTools Bash,Read,Edit,Write,Glob,Grep [--resume ID] [extra_args]
+
+runs in the worktree with the phase prompt on stdin (no argument-length limit, and
+not visible in ``ps``). The agent edits files with its own tools and reports with
+``git agentrun agent …`` through Bash. The stream (one JSON object a line) becomes a
+readable transcript; the ``result`` event gives usage (``total_cost_usd`` included),
+and the ``session_id`` is kept so that a producer's next round continues the session
+with ``--resume`` (DESIGN §12). A session id Claude Code no longer has (another
+machine, a cleared ``~/.claude``) starts fresh.
+
+Failures: no binary is ``unavailable``; "Invalid API key", "Not logged in" or a
+401/403 is ``auth`` (set ``ANTHROPIC_API_KEY``); 429, 5xx and refused connections are
+``unavailable``. Retries are Claude Code's own: ``CLAUDE_CODE_MAX_RETRIES`` is the
+runtime's ``max_retries`` unless the environment sets it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from agentrun import procs
+from agentrun.config import RuntimeConfig
+from agentrun.events import Usage
+from agentrun.runtimes.base import (
+    Handle,
+    Probe,
+    SessionControl,
+    SessionSpec,
+    Transcript,
+    TurnResult,
+    end_transcript,
+    register,
+)
+from agentrun.runtimes.cli import (
+    CliHandle,
+    clip,
+    failed,
+    indent,
+    integer,
+    json_object,
+    locate,
+    missing_binary,
+    one_line,
+    probe_cli,
+    run_cli,
+    session_env,
+    stopped,
+)
+
+BINARY = "claude"
+HINT = "install it with `npm install -g @anthropic-ai/claude-code` or set `binary`"
+KEY_VAR = "ANTHROPIC_API_KEY"
+DEFAULT_TOOLS = ("Bash", "Read", "Edit", "Write", "Glob", "Grep")
+SESSION_GONE = "No conversation found with session ID"
+
+
+class ClaudeStream:
+    """Reads ``stream-json`` lines as they come: transcript, activity, session id, result."""
+
+    def __init__(self, handle: Handle, control: SessionControl) -> None:
+        self.handle = handle
+        self.control = control
+        self.result: dict[str, Any] | None = None
+        self.session_id: str | None = None
+
+    def line(self, raw: str) -> None:
+        event = json_object(raw)
+        say = self.handle.transcript.append
+        if event is None:
+            if raw.strip():
+                say(raw + "\n")
+            return
+        sid = event.get("session_id")
+        if isinstance(sid, str) and sid:
+            self.session_id = sid
+        kind = event.get("type")
+        if kind == "system" and event.get("subtype") == "init":
+            say(f"[claude] session {sid} · model {event.get('model')} · cwd {event.get('cwd')}\n")
+        elif kind == "assistant":
+            self._assistant(event.get("message"))
+        elif kind == "user":
+            self._tool_results(event.get("message"))
+        elif kind == "result":
+            self.result = event
+
+    def _assistant(self, message: object) -> None:
+        for block in _blocks(message):
+            if block.get("type") == "text" and str(block.get("text", "")).strip():
+                text = str(block["text"])
+                self.handle.transcript.append(text.rstrip("\n") + "\n")
+                self.control.on_activity(one_line(text))
+            elif block.get("type") == "tool_use":
+                name = block.get("name")
+                args = block.get("input")
+                shown = _tool_summary(args if isinstance(args, dict) else {})
+                self.handle.transcript.append(f"[tool {name}] {shown}\n")
+                self.control.on_activity(one_line(f"{name}: {shown}"))
+
+    def _tool_results(self, message: object) -> None:
+        for block in _blocks(message):
+            if block.get("type") != "tool_result":
+                continue
+            content = block.get("content")
+            if isinstance(content, list):
+                content = "\n".join(
+                    str(part.get("text", "")) for part in content if isinstance(part, dict)
+                )
+            mark = " (error)" if block.get("is_error") else ""
+            self.handle.transcript.append(f"[result{mark}]\n" + indent(clip(str(content or ""))))
+
+
+def _blocks(message: object) -> list[dict[str, Any]]:
+    if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+        return []
+    return [b for b in message["content"] if isinstance(b, dict)]
+
+
+def _tool_summary(args: Mapping[str, Any]) -> str:
+    for key in ("command", "file_path", "path", "pattern", "url"):
+        if isinstance(args.get(key), str):
+            return one_line(args[key], 300)
+    return one_line(json.dumps(args), 300)
+
+
+def usage_of(result: Mapping[str, Any] | None) -> Usage:
+    if result is None:
+        return Usage()
+    raw = result.get("usage") if isinstance(result.get("usage"), dict) else {}
+    assert isinstance(raw, dict)
+    tokens_in = sum(
+        integer(raw.get(key))
+        for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    )
+    cost = result.get("total_cost_usd")
+    return Usage(
+        tokens_in=tokens_in,
+        tokens_out=integer(raw.get("output_tokens")),
+        cost_usd=float(cost) if isinstance(cost, int | float) else None,
+    )
+
+
+class ClaudeRuntime:
+    def __init__(self, name: str, config: RuntimeConfig) -> None:
+        self.name = name
+        self.config = config
+
+    def start(self, spec: SessionSpec, control: SessionControl) -> tuple[Handle, TurnResult]:
+        handle = CliHandle(spec)
+        return handle, self._turn(handle, spec.prompt, control, spec.resume_from)
+
+    def resume(self, handle: Handle, message: str, control: SessionControl) -> TurnResult:
+        assert isinstance(handle, CliHandle)
+        return self._turn(handle, message, control, handle.runtime_session_id)
+
+    def end(self, handle: Handle) -> Transcript:
+        return end_transcript(handle)
+
+    def argv(self, binary: str, resume: str | None) -> list[str]:
+        argv = [binary, "-p", "--output-format", "stream-json", "--verbose"]
+        if self.config.model:
+            argv += ["--model", self.config.model]
+        argv += ["--allowedTools", ",".join(self.config.allowed_tools or DEFAULT_TOOLS)]
+        if resume:
+            argv += ["--resume", resume]
+        return argv + list(self.config.extra_args)
+
+    def _turn(
+        self, handle: CliHandle, prompt: str, control: SessionControl, resume: str | None
+    ) -> TurnResult:
+        # Claude Code retries 10 times by default, backing off for minutes: use the
+        # runtime's `max_retries` unless the environment says otherwise.
+        env = {"CLAUDE_CODE_MAX_RETRIES": str(self.config.max_retries)}
+        env |= session_env(handle.spec, self.config)
+        binary = locate(self.config, BINARY, env.get("PATH"))
+        if binary is None:
+            result = missing_binary(self.config, BINARY, HINT)
+            handle.transcript.append(f"[agentrun] {result.error}\n")
+            return result
+        if resume:
+            handle.transcript.append(f"[agentrun] continuing Claude Code session {resume}\n")
+        stream = ClaudeStream(handle, control)
+        done = run_cli(self.argv(binary, resume), handle, control, env, stream.line, prompt)
+        if resume and isinstance(done, procs.Finished) and _session_gone(stream):
+            handle.transcript.append(f"[agentrun] session {resume} is gone here; starting fresh\n")
+            stream = ClaudeStream(handle, control)
+            done = run_cli(self.argv(binary, None), handle, control, env, stream.line, prompt)
+        if stream.session_id:
+            handle.runtime_session_id = stream.session_id
+        if isinstance(done, TurnResult):
+            return done
+        return _outcome(done, handle, stream, self.config.api_key_env or KEY_VAR)
+
+
+def _errors(result: Mapping[str, Any]) -> list[str]:
+    errors = result.get("errors")
+    return [str(e) for e in errors] if isinstance(errors, list) else []
+
+
+def _session_gone(stream: ClaudeStream) -> bool:
+    result = stream.result or {}
+    return bool(result.get("is_error")) and any(SESSION_GONE in e for e in _errors(result))
+
+
+def _outcome(
+    done: procs.Finished, handle: CliHandle, stream: ClaudeStream, key_var: str
+) -> TurnResult:
+    result = stream.result
+    usage = usage_of(result)
+    halted = stopped(done, handle, usage)
+    if halted is not None:
+        return halted
+    if result is None:
+        tail = done.output.strip().splitlines()[-1:] or [f"exit status {done.exit_code}"]
+        return failed("claude", tail[0], usage, key_var)
+    text = str(result.get("result") or "")
+    usage_line = f"{usage.tokens_in} tokens in, {usage.tokens_out} out"
+    if usage.cost_usd is not None:
+        usage_line += f", ${usage.cost_usd:.4f}"
+    handle.transcript.append(f"[claude] {result.get('subtype')}: {usage_line}\n")
+    if result.get("is_error") or done.exit_code != 0:
+        message = text or "; ".join(_errors(result)) or f"exit {done.exit_code}"
+        status = result.get("api_error_status")
+        code = status if isinstance(status, int) else None
+        return failed("claude", message, usage, key_var, code)
+    return TurnResult(ok=True, text=text, usage=usage)
+
+
+def probe(config: RuntimeConfig, environ: Mapping[str, str]) -> Probe:
+    return probe_cli(config, environ, BINARY, HINT)
+
+
+register("claude", ClaudeRuntime, probe)

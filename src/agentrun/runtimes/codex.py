@@ -1,0 +1,277 @@
+"""The ``codex`` runtime: the Codex CLI, one ``codex exec`` process per turn.
+
+::
+
+    codex exec --json --skip-git-repo-check -s workspace-write
+               -c allow_login_shell=false -c features.unbounded_connection_retries=false
+               [-m MODEL] [extra_args] [resume THREAD_ID] -
+
+runs in the worktree with the phase prompt on stdin (``-``). Why the two settings:
+
+- ``allow_login_shell=false``: Codex runs commands with ``bash -lc`` by default, and a
+  login shell re-reads ``/etc/profile``, which resets PATH on common systems; the agent
+  then cannot find ``git agentrun``, which the runner put on the session's PATH.
+- ``features.unbounded_connection_retries=false``: otherwise Codex waits for the
+  network forever when the endpoint refuses connections; failing lets an alternate
+  runtime take over (DESIGN §7). Per-request retries stay the provider's own.
+
+Codex's ``workspace-write`` sandbox makes everything outside the worktree read-only,
+and the build log lives in the main repository's ``.git``: a verb run by the agent
+there queues its report in the session's outbox (``.agentrun/run/outbox/``), and this
+runtime appends it after the turn, validated as if live (DESIGN §6,
+:func:`agentrun.agent.outbox.drain`). The sandbox is left as it is: opening the log
+to the agent would let it write any event, not only its own report.
+
+The JSONL events (``thread.started``, ``item.*``, ``turn.completed`` with usage,
+``turn.failed``, ``error``) become the transcript; the thread id is kept so that a
+producer's next round continues it with ``codex exec resume`` (a thread Codex no
+longer has starts fresh). ``turn.completed`` reports the thread's running total, so a
+resumed turn subtracts what the thread's rollout file recorded before it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from agentrun import procs
+from agentrun.agent.outbox import drain
+from agentrun.config import RuntimeConfig
+from agentrun.events import Usage
+from agentrun.runtimes.base import (
+    Handle,
+    Probe,
+    SessionControl,
+    SessionSpec,
+    Transcript,
+    TurnResult,
+    end_transcript,
+    register,
+)
+from agentrun.runtimes.cli import (
+    CliHandle,
+    clip,
+    failed,
+    indent,
+    integer,
+    json_object,
+    locate,
+    missing_binary,
+    one_line,
+    probe_cli,
+    run_cli,
+    session_env,
+    stopped,
+)
+
+BINARY = "codex"
+HINT = "install it with `npm install -g @openai/codex` or set `binary`"
+DEFAULT_KEY_VAR = "OPENAI_API_KEY"
+SETTINGS = ("allow_login_shell=false", "features.unbounded_connection_retries=false")
+THREAD_GONE = "no rollout found"
+
+
+class CodexStream:
+    """Reads ``codex exec --json`` lines as they come."""
+
+    def __init__(self, handle: Handle, control: SessionControl) -> None:
+        self.handle = handle
+        self.control = control
+        self.thread_id: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.failure: str | None = None
+        self.errors: list[str] = []
+        self.last_message = ""
+
+    def line(self, raw: str) -> None:
+        event = json_object(raw)
+        say = self.handle.transcript.append
+        if event is None:
+            if raw.strip():
+                say(raw + "\n")
+            return
+        kind = event.get("type")
+        if kind == "thread.started":
+            self.thread_id = str(event.get("thread_id") or "") or None
+            say(f"[codex] thread {self.thread_id}\n")
+        elif kind in ("item.started", "item.completed"):
+            item = event.get("item")
+            if isinstance(item, dict):
+                self._item(item, done=kind == "item.completed")
+        elif kind == "turn.completed":
+            usage = event.get("usage")
+            self.usage = usage if isinstance(usage, dict) else {}
+        elif kind == "turn.failed":
+            error = event.get("error")
+            message = error.get("message") if isinstance(error, dict) else error
+            self.failure = str(message or "turn failed")
+            say(f"[codex] turn failed: {self.failure}\n")
+        elif kind == "error":
+            self.errors.append(str(event.get("message") or ""))
+            say(f"[codex] error: {self.errors[-1]}\n")
+
+    def _item(self, item: dict[str, Any], done: bool) -> None:
+        say = self.handle.transcript.append
+        kind = item.get("type")
+        if kind == "command_execution":
+            command = str(item.get("command") or "")
+            if not done:
+                self.control.on_activity(one_line(f"$ {command}"))
+                return
+            say(f"[exec] {command}\n" + indent(clip(str(item.get("aggregated_output") or ""))))
+            say(f"[exit {item.get('exit_code')}]\n")
+        elif not done:
+            return
+        elif kind in ("agent_message", "reasoning"):
+            text = str(item.get("text") or "")
+            if kind == "agent_message":
+                self.last_message = text
+            say(("" if kind == "agent_message" else "[reasoning] ") + text.rstrip("\n") + "\n")
+            self.control.on_activity(one_line(text))
+        elif kind == "file_change":
+            changes = item.get("changes") if isinstance(item.get("changes"), list) else []
+            assert isinstance(changes, list)
+            for change in changes:
+                if isinstance(change, dict):
+                    say(f"[file {change.get('kind')}] {change.get('path')}\n")
+        elif kind == "error":
+            say(f"[codex] {item.get('message')}\n")
+        else:
+            say(f"[{kind}] {one_line(json.dumps(item), 300)}\n")
+
+
+def codex_home(env: Mapping[str, str]) -> Path:
+    return Path(env.get("CODEX_HOME") or Path(env.get("HOME", "~")) / ".codex").expanduser()
+
+
+def thread_totals(env: Mapping[str, str], thread_id: str) -> tuple[int, int]:
+    """The (input, output) tokens a thread's rollout file recorded so far; (0, 0) if none."""
+    totals = (0, 0)
+    sessions = codex_home(env) / "sessions"
+    for path in sessions.glob(f"*/*/*/rollout-*{thread_id}.jsonl"):
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            if '"total_token_usage"' not in line:
+                continue
+            payload = (json_object(line) or {}).get("payload")
+            info = payload.get("info") if isinstance(payload, dict) else None
+            total = info.get("total_token_usage") if isinstance(info, dict) else None
+            if isinstance(total, dict):
+                totals = (integer(total.get("input_tokens")), integer(total.get("output_tokens")))
+    return totals
+
+
+class CodexRuntime:
+    def __init__(self, name: str, config: RuntimeConfig) -> None:
+        self.name = name
+        self.config = config
+
+    def start(self, spec: SessionSpec, control: SessionControl) -> tuple[Handle, TurnResult]:
+        handle = CliHandle(spec)
+        return handle, self._turn(handle, spec.prompt, control, spec.resume_from)
+
+    def resume(self, handle: Handle, message: str, control: SessionControl) -> TurnResult:
+        assert isinstance(handle, CliHandle)
+        return self._turn(handle, message, control, handle.runtime_session_id)
+
+    def end(self, handle: Handle) -> Transcript:
+        return end_transcript(handle)
+
+    def argv(self, binary: str, resume: str | None) -> list[str]:
+        argv = [binary, "exec", "--json", "--skip-git-repo-check", "-s", "workspace-write"]
+        for setting in SETTINGS:
+            argv += ["-c", setting]
+        if self.config.model:
+            argv += ["-m", self.config.model]
+        argv += list(self.config.extra_args)
+        return argv + (["resume", resume, "-"] if resume else ["-"])
+
+    def _turn(
+        self, handle: CliHandle, prompt: str, control: SessionControl, resume: str | None
+    ) -> TurnResult:
+        env = session_env(handle.spec, self.config)
+        binary = locate(self.config, BINARY, env.get("PATH"))
+        if binary is None:
+            result = missing_binary(self.config, BINARY, HINT)
+            handle.transcript.append(f"[agentrun] {result.error}\n")
+            return result
+        before = (0, 0)
+        if resume:
+            handle.transcript.append(f"[agentrun] continuing Codex thread {resume}\n")
+            before = thread_totals(env, resume)
+        stream = CodexStream(handle, control)
+        done = run_cli(self.argv(binary, resume), handle, control, env, stream.line, prompt)
+        if resume and isinstance(done, procs.Finished) and _thread_gone(done, stream):
+            handle.transcript.append(f"[agentrun] thread {resume} is gone here; starting fresh\n")
+            before = (0, 0)
+            stream = CodexStream(handle, control)
+            done = run_cli(self.argv(binary, None), handle, control, env, stream.line, prompt)
+        if stream.thread_id:
+            handle.runtime_session_id = stream.thread_id
+        self._drain_outbox(handle)
+        if isinstance(done, TurnResult):
+            return done
+        return self._outcome(done, handle, stream, before)
+
+    def _drain_outbox(self, handle: CliHandle) -> None:
+        spec = handle.spec
+        try:
+            repo = pygit2.Repository(str(spec.workdir))
+        except pygit2.GitError as exc:
+            handle.transcript.append(f"[agentrun] cannot read the outbox: {exc}\n")
+            return
+        for said in drain(repo, spec.workdir, spec.session):
+            handle.transcript.append(f"[agentrun] {said}\n")
+
+    def _outcome(
+        self,
+        done: procs.Finished,
+        handle: CliHandle,
+        stream: CodexStream,
+        before: tuple[int, int],
+    ) -> TurnResult:
+        raw = stream.usage or {}
+        usage = Usage(
+            tokens_in=max(integer(raw.get("input_tokens")) - before[0], 0),
+            tokens_out=max(integer(raw.get("output_tokens")) - before[1], 0),
+        )
+        halted = stopped(done, handle, usage)
+        if halted is not None:
+            return halted
+        if stream.usage is not None:
+            handle.transcript.append(
+                f"[codex] turn completed: {usage.tokens_in} tokens in, {usage.tokens_out} out\n"
+            )
+        problem = stream.failure or (stream.errors[-1] if stream.errors else None)
+        if stream.failure or done.exit_code != 0 or stream.usage is None:
+            if problem is None:
+                tail = done.output.strip().splitlines()[-1:] or [f"exit {done.exit_code}"]
+                problem = tail[0]
+            return failed("codex", problem, usage, _key_var(problem, self.config))
+        return TurnResult(ok=True, text=stream.last_message, usage=usage)
+
+
+def _thread_gone(done: procs.Finished, stream: CodexStream) -> bool:
+    return done.exit_code != 0 and stream.thread_id is None and THREAD_GONE in done.output
+
+
+def _key_var(problem: str, config: RuntimeConfig) -> str:
+    """The variable to set: the one Codex says is missing, else the configured or default."""
+    marker = "Missing environment variable: `"
+    if marker in problem:
+        return problem.split(marker, 1)[1].split("`", 1)[0]
+    return config.api_key_env or f"{DEFAULT_KEY_VAR} (or run `codex login`)"
+
+
+def probe(config: RuntimeConfig, environ: Mapping[str, str]) -> Probe:
+    return probe_cli(config, environ, BINARY, HINT)
+
+
+register("codex", CodexRuntime, probe)

@@ -1,0 +1,159 @@
+"""The ``openai`` runtime: any OpenAI-compatible chat-completions endpoint.
+
+OpenAI itself, vLLM, Ollama, a llama.cpp server: ``POST {base_url}/chat/completions``
+with ``stream: true``, tools in the chat-completions shape, usage from the last chunk
+(``stream_options.include_usage``). The tool loop is shared (``toolloop``); this
+module only shapes requests and reads the stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from agentrun.config import RuntimeConfig
+from agentrun.events import Usage
+from agentrun.runtimes import failures
+from agentrun.runtimes.base import Probe, Runtime, register
+from agentrun.runtimes.toolloop import (
+    ApiRuntime,
+    Call,
+    Message,
+    Reply,
+    StreamFailure,
+    loads,
+    probe,
+)
+from agentrun.runtimes.tools import ToolResult, ToolSpec
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+class ChatCompletions:
+    kind = "openai"
+    model: str | None = None  # no sensible default across compatible servers
+
+    def url(self, base_url: str | None) -> str:
+        return (base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
+
+    def models_url(self, base_url: str) -> str:
+        return base_url.rstrip("/") + "/models"
+
+    def headers(self, key: str | None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def body(
+        self, model: str, system: str, messages: list[Message], tools: Iterable[ToolSpec]
+    ) -> dict[str, Any]:
+        return {
+            "model": model,
+            "messages": [{"role": "system", "content": system}, *messages],
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": tool.schema(),
+                    },
+                }
+                for tool in tools
+            ],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+
+    def read(self, events: Iterator[tuple[str, str]]) -> Reply:
+        text: list[str] = []
+        calls: dict[int, dict[str, str]] = {}
+        reply = Reply()
+        done = False
+        for _, data in events:
+            if data.strip() == "[DONE]":
+                done = True
+                break
+            chunk = loads(data)
+            error = chunk.get("error")
+            if error is not None:
+                raise _stream_error(error)
+            usage = chunk.get("usage")
+            if isinstance(usage, dict):
+                reply.usage = Usage(
+                    tokens_in=int(usage.get("prompt_tokens") or 0),
+                    tokens_out=int(usage.get("completion_tokens") or 0),
+                )
+            for choice in chunk.get("choices") or []:
+                delta = choice.get("delta") or {}
+                if delta.get("content"):
+                    text.append(delta["content"])
+                for part in delta.get("tool_calls") or []:
+                    _add_call_part(calls, part)
+                if choice.get("finish_reason"):
+                    reply.stop = str(choice["finish_reason"])
+        if not (done or reply.stop):
+            raise failures.IncompleteStream("the stream ended before the reply finished")
+        reply.text = "".join(text)
+        reply.calls = [
+            Call(slot["id"] or f"call_{index}", slot["name"], slot["arguments"])
+            for index, slot in sorted(calls.items())
+        ]
+        return reply
+
+    def assistant(self, reply: Reply) -> Message:
+        message: Message = {"role": "assistant", "content": reply.text or None}
+        if reply.calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments or "{}"},
+                }
+                for call in reply.calls
+            ]
+        return message
+
+    def results(self, done: list[tuple[Call, ToolResult]]) -> list[Message]:
+        return [
+            {"role": "tool", "tool_call_id": call.id, "content": result.text}
+            for call, result in done
+        ]
+
+    def add_user(self, messages: list[Message], text: str) -> None:
+        messages.append({"role": "user", "content": text})
+
+
+def _add_call_part(calls: dict[int, dict[str, str]], part: dict[str, Any]) -> None:
+    """Tool calls arrive in pieces keyed by ``index``: id and name once, arguments in parts."""
+    index = part.get("index")
+    slot = calls.setdefault(
+        index if isinstance(index, int) else len(calls), {"id": "", "name": "", "arguments": ""}
+    )
+    if part.get("id"):
+        slot["id"] = str(part["id"])
+    function = part.get("function") or {}
+    if function.get("name") and not slot["name"]:
+        slot["name"] = str(function["name"])
+    if function.get("arguments"):
+        slot["arguments"] += str(function["arguments"])
+
+
+def _stream_error(error: Any) -> StreamFailure:
+    if not isinstance(error, dict):
+        return StreamFailure(500, str(error))
+    code = error.get("code")
+    status = code if isinstance(code, int) else 429 if code == "rate_limit_exceeded" else 500
+    return StreamFailure(status, str(error.get("message") or code or "error in the stream"))
+
+
+WIRE = ChatCompletions()
+
+
+def make(name: str, config: RuntimeConfig) -> Runtime:
+    return ApiRuntime(name, config, WIRE)
+
+
+def check(config: RuntimeConfig, environ: Mapping[str, str]) -> Probe:
+    return probe(WIRE, config, environ)
+
+
+register("openai", make, check)

@@ -1,0 +1,402 @@
+"""The API runtimes' tools: files of the worktree, an optional shell, and the agent verbs.
+
+Every path is confined to the worktree (no absolute paths, no ``..``, no symlink that
+leads out) and reads and writes are bounded. A refusal is not an exception for the
+session: it goes back to the model as the tool's result, and nothing is read or
+written. The verbs of DESIGN §6 are the same in-process calls the CLI verbs make, so
+they are validated exactly alike (a verb that does not fit the phase is refused).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pygit2
+
+from agentrun import procs
+from agentrun.agent.context import write_context
+from agentrun.agent.verbs import PHASE_VERBS, AgentEnv, Report, report
+from agentrun.errors import AgentrunError, GuardError, VerbError
+from agentrun.runtimes.base import SessionControl, SessionSpec
+
+MAX_READ_CHARS = 100_000
+MAX_WRITE_BYTES = 1_000_000
+MAX_LIST_ENTRIES = 2_000
+MAX_MATCHES = 200
+MAX_SEARCH_FILE_BYTES = 1_000_000
+MAX_SEARCH_FILES = 20_000
+MAX_LINE_CHARS = 300
+MAX_SHELL_OUTPUT = 20_000
+SHELL_TIMEOUT_SECONDS = 600.0
+
+
+def confined(workdir: Path, relative: str, action: str = "write") -> Path:
+    """``relative`` inside ``workdir``; refuses ``..``, absolute paths and symlink escapes."""
+    pure = PurePosixPath(relative)
+    if pure.is_absolute() or ".." in pure.parts or not pure.parts:
+        raise GuardError(f"refused to {action} outside the worktree: {relative}")
+    root = workdir.resolve()
+    target = (root / pure).resolve()
+    if not target.is_relative_to(root):
+        raise GuardError(
+            f"refused to {action} outside the worktree: {relative} (through a symlink)"
+        )
+    return target
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool, described once; each wire adapter wraps :meth:`schema` in its own shape."""
+
+    name: str
+    description: str
+    properties: dict[str, dict[str, Any]] = field(default_factory=dict)
+    optional: tuple[str, ...] = ()
+
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": self.properties,
+            "required": [key for key in self.properties if key not in self.optional],
+            "additionalProperties": False,
+        }
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    text: str
+    error: bool = False
+    terminal: bool = False  # a verb that ends the phase was recorded
+
+
+def _str(description: str) -> dict[str, Any]:
+    return {"type": "string", "description": description}
+
+
+def _bool(description: str) -> dict[str, Any]:
+    return {"type": "boolean", "description": description}
+
+
+PATH = _str("a path relative to the worktree root, e.g. src/app.py")
+ENDS = "; this ends the phase."
+FILE_TOOLS = (
+    ToolSpec("read_file", "Read a text file of the worktree.", {"path": PATH}),
+    ToolSpec(
+        "list_files",
+        "List the files under a folder of the worktree, recursively (.git left out).",
+        {"path": _str("a folder relative to the worktree root; default: the root")},
+        ("path",),
+    ),
+    ToolSpec(
+        "search",
+        "Find the lines of the worktree's files that contain `pattern` (plain text, or a "
+        "Python regular expression when `regex` is true). Answers path:line: text.",
+        {
+            "pattern": _str("the text or regular expression to find"),
+            "path": _str("a folder or file to search; default: the whole worktree"),
+            "regex": _bool("treat pattern as a regular expression"),
+        },
+        ("path", "regex"),
+    ),
+    ToolSpec(
+        "write_file",
+        "Create or overwrite a file of the worktree with `content`.",
+        {"path": PATH, "content": _str("the whole new content of the file")},
+    ),
+    ToolSpec(
+        "edit_file",
+        "Replace the exact text `old` with `new` in a file. `old` must occur exactly once "
+        "(include surrounding lines to make it unique) unless `replace_all` is true.",
+        {
+            "path": PATH,
+            "old": _str("the exact text to replace"),
+            "new": _str("the replacement"),
+            "replace_all": _bool("replace every occurrence"),
+        },
+        ("replace_all",),
+    ),
+)
+SHELL = ToolSpec(
+    "shell",
+    "Run a bash command in the worktree (e.g. the tests). Answers its exit status and output.",
+    {"command": _str("the bash command line")},
+)
+CONTEXT = ToolSpec(
+    "context", "Everything known about this build: goal, plan, feedback for this round, answers."
+)
+FINDINGS = {"type": "array", "items": {"type": "string"}, "description": "what to change"}
+# The verbs of DESIGN §6 by verb name; the tool name is what the model sees.
+VERB_TOOLS: dict[str, ToolSpec] = {
+    "plan": ToolSpec("submit_plan", "Submit the plan" + ENDS, {"plan": _str("the plan")}),
+    "approve": ToolSpec("approve", "Approve what you reviewed" + ENDS),
+    "revise": ToolSpec("revise", "Ask for a revision" + ENDS, {"findings": FINDINGS}),
+    "done": ToolSpec(
+        "done", "Report the work finished" + ENDS, {"summary": _str("one line: what changed")}
+    ),
+    "pass": ToolSpec("pass", "The change passes this verify step" + ENDS),
+    "fail": ToolSpec("fail", "The change fails this verify step" + ENDS, {"reason": _str("why")}),
+    "escalate": ToolSpec(
+        "escalate",
+        "Ask a human; the build waits for the answer" + ENDS,
+        {"question": _str("the question")},
+    ),
+}
+# The argument that carries a verb's text.
+VERB_TEXT = {"plan": "plan", "done": "summary", "fail": "reason", "escalate": "question"}
+
+
+def verbs_of(phase: str) -> tuple[str, ...]:
+    return PHASE_VERBS.get(phase.split(":", 1)[0], ())
+
+
+def tool_specs(phase: str, shell: bool) -> tuple[ToolSpec, ...]:
+    """The tools a session of ``phase`` gets: files, maybe the shell, its verbs, context."""
+    verbs = tuple(VERB_TOOLS[v] for v in verbs_of(phase))
+    return (*FILE_TOOLS, *((SHELL,) if shell else ()), *verbs, CONTEXT)
+
+
+class Toolbox:
+    """Runs the model's tool calls for one session; ``deadline`` bounds the shell."""
+
+    def __init__(
+        self, spec: SessionSpec, control: SessionControl, shell: bool, env: dict[str, str]
+    ) -> None:
+        self.spec = spec
+        self.control = control
+        self.env = env
+        self.specs = tool_specs(spec.phase, shell)
+        self.deadline = time.monotonic() + spec.budget_seconds
+        self.root = spec.workdir.resolve()
+        self._verb_names = {VERB_TOOLS[v].name: v for v in verbs_of(spec.phase)}
+        self._handlers: dict[str, Callable[[dict[str, Any]], ToolResult]] = {
+            "read_file": self._read,
+            "list_files": self._list,
+            "search": self._search,
+            "write_file": self._write,
+            "edit_file": self._edit,
+            "context": self._context,
+        }
+        if shell:
+            self._handlers["shell"] = self._shell
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        try:
+            if name in self._verb_names:
+                return self._verb(self._verb_names[name], arguments)
+            handler = self._handlers.get(name)
+            if handler is None:
+                known = ", ".join(s.name for s in self.specs)
+                return ToolResult(f"no tool named {name!r} here; the tools are: {known}", True)
+            return handler(arguments)
+        except (AgentrunError, _BadArgument) as exc:  # GuardError, VerbError: refusals
+            return ToolResult(f"refused: {exc}", error=True)
+        except OSError as exc:
+            return ToolResult(f"{name} failed: {exc.strerror or exc}", error=True)
+
+    # --- files --------------------------------------------------------------
+
+    def _path(self, args: dict[str, Any], action: str, key: str = "path") -> tuple[str, Path]:
+        relative = _arg(args, key)
+        if PurePosixPath(relative).parts[:1] == (".git",):
+            raise GuardError(f"refused to {action} git's own files: {relative}")
+        return relative, confined(self.root, relative, action)
+
+    def _read(self, args: dict[str, Any]) -> ToolResult:
+        relative, path = self._path(args, "read")
+        if not path.is_file():
+            return ToolResult(f"no such file: {relative}", error=True)
+        with path.open("rb") as handle:
+            data = handle.read(MAX_READ_CHARS * 4 + 1)
+        if b"\0" in data[:8192]:
+            return ToolResult(f"{relative} is a binary file ({path.stat().st_size} bytes)")
+        text = data.decode("utf-8", "replace")
+        if len(text) > MAX_READ_CHARS or path.stat().st_size > len(data):
+            size = path.stat().st_size
+            cut = text[:MAX_READ_CHARS]
+            return ToolResult(f"{cut}\n[truncated: {relative} has {size} bytes; shown the start]")
+        return ToolResult(text)
+
+    def _list(self, args: dict[str, Any]) -> ToolResult:
+        relative, top = self._folder(args, "list")
+        found = [p for p, _ in itertools.islice(_walk(self.root, top), MAX_LIST_ENTRIES + 1)]
+        if not found:
+            return ToolResult(f"{relative}: no files")
+        more = "\n[more files not shown: list a folder]" if len(found) > MAX_LIST_ENTRIES else ""
+        return ToolResult("\n".join(found[:MAX_LIST_ENTRIES]) + more)
+
+    def _search(self, args: dict[str, Any]) -> ToolResult:
+        pattern = _arg(args, "pattern")
+        if not pattern:
+            raise _BadArgument("`pattern` is empty")
+        try:
+            regex = re.compile(pattern if args.get("regex") is True else re.escape(pattern))
+        except re.error as exc:
+            raise _BadArgument(f"`pattern` is not a valid regular expression: {exc}") from None
+        _, top = self._folder(args, "search")
+        hits: list[str] = []
+        for count, (relative, path) in enumerate(_walk(self.root, top)):
+            if count >= MAX_SEARCH_FILES:
+                hits.append(f"[stopped after {MAX_SEARCH_FILES} files: search a folder]")
+                break
+            for number, line in _lines(path):
+                if regex.search(line[:2000]):
+                    hits.append(f"{relative}:{number}: {line[:MAX_LINE_CHARS]}")
+                    if len(hits) >= MAX_MATCHES:
+                        hits.append(f"[stopped at {MAX_MATCHES} matches]")
+                        return ToolResult("\n".join(hits))
+        return ToolResult("\n".join(hits) or f"no match for {pattern!r}")
+
+    def _folder(self, args: dict[str, Any], action: str) -> tuple[str, Path]:
+        if args.get("path") in (None, "", ".", "./"):
+            return ".", self.root
+        return self._path(args, action)
+
+    def _write(self, args: dict[str, Any]) -> ToolResult:
+        relative, path = self._writable(args)
+        content = _arg(args, "content")
+        data = content.encode("utf-8")
+        if len(data) > MAX_WRITE_BYTES:
+            raise _BadArgument(f"the content is {len(data)} bytes; the limit is {MAX_WRITE_BYTES}")
+        if path.is_dir():
+            return ToolResult(f"{relative} is a folder", error=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        return ToolResult(f"wrote {relative} ({len(data)} bytes)")
+
+    def _edit(self, args: dict[str, Any]) -> ToolResult:
+        relative, path = self._writable(args)
+        old, new = _arg(args, "old"), _arg(args, "new")
+        if not old:
+            raise _BadArgument("`old` is empty: use write_file to create a file")
+        if not path.is_file():
+            return ToolResult(f"no such file: {relative}", error=True)
+        if path.stat().st_size > MAX_WRITE_BYTES:
+            return ToolResult(f"{relative} is over {MAX_WRITE_BYTES} bytes", error=True)
+        text = path.read_text(encoding="utf-8")
+        count = text.count(old)
+        if count == 0:
+            return ToolResult(f"`old` was not found in {relative}; nothing changed", error=True)
+        if count > 1 and args.get("replace_all") is not True:
+            return ToolResult(
+                f"`old` occurs {count} times in {relative}: include more of the text around it "
+                "or set replace_all; nothing changed",
+                error=True,
+            )
+        path.write_text(text.replace(old, new), encoding="utf-8")
+        return ToolResult(f"edited {relative} ({count} replacement{'s' * (count > 1)})")
+
+    def _writable(self, args: dict[str, Any]) -> tuple[str, Path]:
+        relative, path = self._path(args, "write")
+        parts = PurePosixPath(relative).parts
+        if parts[:1] == (".agentrun",) and parts[:2] != (".agentrun", "run"):
+            raise GuardError(
+                f"refused to write {relative}: .agentrun/ belongs to the maintainers "
+                "(only the scratch folder .agentrun/run/ is yours)"
+            )
+        return relative, path
+
+    # --- shell and verbs ----------------------------------------------------
+
+    def _shell(self, args: dict[str, Any]) -> ToolResult:
+        command = _arg(args, "command")
+        left = min(SHELL_TIMEOUT_SECONDS, self.deadline - time.monotonic())
+        if left <= 0:
+            return ToolResult("not run: the session has no time left", error=True)
+        done = procs.run_tree(
+            ["bash", "-c", command],
+            cwd=self.spec.workdir,
+            env=self.env,
+            timeout=left,
+            cancel=self.control.cancel,
+            on_line=self.control.on_activity,
+            on_start=self.control.on_process,
+        )
+        output = done.output
+        if len(output) > MAX_SHELL_OUTPUT:
+            output = (
+                f"[first {len(output) - MAX_SHELL_OUTPUT} characters cut]\n"
+                + output[-MAX_SHELL_OUTPUT:]
+            )
+        if done.timed_out:
+            return ToolResult(f"{output}\n[ended after {left:.0f}s: timeout]", error=True)
+        if done.cancelled:
+            return ToolResult(f"{output}\n[ended: the session was cancelled]", error=True)
+        return ToolResult(f"exit status {done.exit_code}\n{output}", error=done.exit_code != 0)
+
+    def _agent_env(self) -> AgentEnv:
+        spec = self.spec
+        return AgentEnv(spec.build, spec.phase, spec.round, spec.session)
+
+    def _verb(self, verb: str, args: dict[str, Any]) -> ToolResult:
+        text = _arg(args, VERB_TEXT[verb], required=verb != "done") if verb in VERB_TEXT else ""
+        findings: tuple[str, ...] = ()
+        if verb == "revise":
+            raw = args.get("findings")
+            if isinstance(raw, str):
+                raw = [raw]
+            if not isinstance(raw, list) or not all(isinstance(f, str) for f in raw):
+                raise _BadArgument("`findings` must be a list of strings")
+            findings = tuple(f for f in raw if f.strip())
+        said = report(self._repo(), self._agent_env(), Report(verb, text, findings))
+        self.control.on_activity(said)
+        return ToolResult(said, terminal=True)
+
+    def _context(self, args: dict[str, Any]) -> ToolResult:
+        path = write_context(self._repo(), self._agent_env(), self.spec.workdir)
+        text = path.read_text(encoding="utf-8")[:MAX_READ_CHARS]
+        return ToolResult(f"{text}\n[also written to {path.relative_to(self.spec.workdir)}]")
+
+    def _repo(self) -> pygit2.Repository:
+        try:
+            return pygit2.Repository(str(self.spec.workdir))
+        except pygit2.GitError:
+            raise VerbError(
+                f"{self.spec.workdir} is not a git worktree; nothing recorded"
+            ) from None
+
+
+class _BadArgument(Exception):
+    pass
+
+
+def _arg(args: dict[str, Any], key: str, required: bool = True) -> str:
+    value = args.get(key)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise _BadArgument(f"`{key}` is required and must be a string")
+    return value
+
+
+def _walk(root: Path, top: Path) -> Iterator[tuple[str, Path]]:
+    """Files under ``top`` (sorted, .git left out). Symbolic links are listed, never followed."""
+    if top.is_file():
+        yield top.relative_to(root).as_posix(), top
+        return
+    for folder, dirs, files in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if d != ".git")
+        here = Path(folder)
+        for name in sorted(files):
+            if name != ".git":
+                path = here / name
+                yield path.relative_to(root).as_posix(), path
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """The lines of a text file for search; links, big and binary files give none."""
+    try:
+        if path.is_symlink() or path.stat().st_size > MAX_SEARCH_FILE_BYTES:
+            return
+        data = path.read_bytes()
+    except OSError:
+        return
+    if b"\0" in data[:8192]:
+        return
+    yield from enumerate(data.decode("utf-8", "replace").splitlines(), 1)
