@@ -165,7 +165,7 @@ def test_a_value_out_of_range() -> None:
 def test_an_unknown_runtime_kind() -> None:
     text = error('[runtimes.x]\nkind = "docker"')
     assert text.startswith(f"{SOURCE} at `runtimes.x.kind`: ")
-    assert "'script' or 'command'" in text
+    assert "'script', 'command', 'claude', 'codex', 'aider', 'openai' or 'anthropic'" in text
 
 
 def test_a_script_runtime_needs_its_script() -> None:
@@ -275,13 +275,15 @@ def test_the_init_template_parses_to_the_defaults() -> None:
 
 def test_the_init_template_examples_parse_when_uncommented() -> None:
     """Each commented example in the template is valid once its `# ` is removed."""
-    setting = re.compile(r"^# (\[\[?[a-z.-]+\]\]?$|[a-z_-]+ = )")
+    setting = re.compile(r"^# (\[\[?[a-z.\"-]+\]\]?$|[a-z_-]+ = )")
     lines = [line[2:] if setting.match(line) else "" for line in template_text().splitlines()]
     config = parse_config("\n".join(lines), "template")
     assert config.roles == {"default": ("my-agent",), "code-review": ("my-reviewer",)}
     assert set(config.runtimes) == {"my-agent", "scripted"}
     assert [s.name for s in config.verify] == ["tests"]
     assert [s.name for s in config.finalize] == ["changelog"]
+    assert config.budget.max_cost_usd == 5.0
+    assert set(config.prices) == {"my-model"}
 
 
 def test_load_config_without_a_file_means_defaults(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ An empty file is valid. The config a build runs under is snapshotted into its
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -17,6 +18,7 @@ from agentrun.errors import ConfigError
 
 CONFIG_FILE = ".agentrun.toml"
 PHASE_ROLES = ("plan", "plan-review", "implement", "code-review", "verify", "finalize")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class _Model(BaseModel):
@@ -119,6 +121,38 @@ class ForgeConfig(_Model):
     kind: Literal["local"] = "local"
 
 
+class Protect(_Model):
+    """Paths agents may not change (glob patterns, as in verify ``paths``).
+
+    Enforced before every phase commit and by the pre-push hook on build branches.
+    """
+
+    paths: tuple[str, ...] = ()
+
+    @field_validator("paths")
+    @classmethod
+    def _patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not p.strip() for p in value):
+            raise ValueError('a protected path is a glob pattern such as "tests/acceptance/**"')
+        return value
+
+
+class Secrets(_Model):
+    """Environment variables whose values must never be committed (besides known token shapes)."""
+
+    env: tuple[str, ...] = ()
+
+    @field_validator("env")
+    @classmethod
+    def _names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [name for name in value if not _ENV_NAME.match(name)]
+        if bad:
+            raise ValueError(
+                f"{bad[0]!r} is not an environment variable name (letters, digits and '_')"
+            )
+        return value
+
+
 class Config(_Model):
     roles: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     runtimes: dict[str, RuntimeConfig] = Field(default_factory=dict)
@@ -129,6 +163,8 @@ class Config(_Model):
     verify: tuple[VerifyStep, ...] = ()
     finalize: tuple[FinalizeStep, ...] = ()
     forge: ForgeConfig = ForgeConfig()
+    protect: Protect = Protect()
+    secrets: Secrets = Secrets()
 
     @field_validator("roles", mode="before")
     @classmethod

@@ -115,12 +115,12 @@ def test_init_writes_the_file_once(here: Path) -> None:
 
 
 def test_run_without_a_runtime_says_how_to_configure_one(here: Path) -> None:
+    # Nothing configured and (in the test's environment) nothing that could be picked.
     result = invoke("run", "do something")
-    user_error(
-        result,
-        "no agent runtime is configured: run `git agentrun init` and edit .agentrun.toml "
-        '(set [runtimes.NAME] and roles.default = ["NAME"])',
-    )
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr.startswith("agentrun: no agent runtime is configured and none can run")
+    assert "`git agentrun init`" in result.stderr
+    assert result.stderr.count("\n") == 1
     assert "refs/agentrun" not in refs(here)
 
 
@@ -163,12 +163,16 @@ def test_status_table_and_json(here: Path, repo: pygit2.Repository) -> None:
         "ROUND",
         "ESCALATION",
         "PROPOSAL",
+        "TOKENS",
+        "COST",
         "AGE",
     ]
-    assert [line.split()[:-1] for line in lines[1:]] == [
+    # The scripted agent reports tokens for a model with no price: cost unknown.
+    assert [line.split()[:-3] for line in lines[1:]] == [
         [waiting, "parked", "implement@1", "1", "e1", "-"],
         [done, "complete", "done", "1", "-", "#1", "ready"],
     ]
+    assert [line.split()[-2] for line in lines[1:]] == ["unknown", "unknown"]
 
     as_json = invoke("status", "--json")
     assert as_json.exit_code == 0
@@ -222,7 +226,10 @@ def test_log_and_log_json(here: Path, repo: pygit2.Repository) -> None:
 
     assert (text.exit_code, text.stderr) == (0, "")
     lines = text.stdout.splitlines()
-    assert len(lines) == len(stored)
+    lines, usage = lines[: len(stored)], lines[len(stored) :]
+    assert usage[-1] == "unknown price: scripted (add [prices.MODEL])"
+    assert usage[-2].startswith("total:    ")
+    assert all(u.startswith("usage:    ") for u in usage[:-2])
     line = re.compile(
         r"^ *(\d+) \d\d:\d\d:\d\d ([0-9a-f]{8}) (\S+) +.*  \[(kernel|agent:\S+|human:\S+)\]$"
     )

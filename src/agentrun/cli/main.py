@@ -39,10 +39,20 @@ class AgentrunGroup(click.Group):
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception:
-            path = Path(gettempdir()) / f"agentrun-crash-{datetime.now(UTC):%Y%m%d-%H%M%S}.txt"
+            path = _crash_dir() / f"agentrun-crash-{datetime.now(UTC):%Y%m%d-%H%M%S}.txt"
             path.write_text(traceback.format_exc())
             click.echo(f"agentrun: internal error (a bug); the trace is in {path}", err=True)
             ctx.exit(EXIT_BUG)
+
+
+def _crash_dir() -> Path:
+    """Where a bug's trace goes: the temp folder, or, inside an agent's session, its scratch
+    folder (a sandbox may make the temp folder the worktree, and a trace must not be
+    committed with the agent's work)."""
+    scratch = Path(".agentrun") / "run"
+    if os.environ.get("AGENTRUN_SESSION") and scratch.is_dir():
+        return scratch
+    return Path(gettempdir())
 
 
 def _repo() -> Any:
@@ -90,14 +100,24 @@ def init(force: bool) -> None:
     metavar="ROLE=RUNTIME",
     help="Route a role to a configured runtime for this build only.",
 )
-def run(goal: str, base: str | None, roles: tuple[str, ...]) -> None:
+@click.option(
+    "--max-cost",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="USD",
+    envvar="AGENTRUN_MAX_COST",
+    show_envvar=True,
+    help="Park the build before it spends more than USD.",
+)
+def run(goal: str, base: str | None, roles: tuple[str, ...], max_cost: float | None) -> None:
     """Create a build for GOAL and run it until it completes or parks."""
     from agentrun.cli.progress import progress
     from agentrun.cli.render import outcome_lines
     from agentrun.commands.build import create_build, parse_roles, run_build
 
     repo = _repo()
-    created = create_build(repo, goal, base, parse_roles(roles))
+    created = create_build(repo, goal, base, parse_roles(roles), max_cost=max_cost)
+    if created.picked:
+        click.echo(f"no runtime is configured: using {created.picked}")
     click.echo(f"build {created.slug} from {created.base_ref} ({created.base_sha[:10]})")
     if created.dirty:
         click.echo("note: uncommitted changes in your working tree are not part of the build")
@@ -105,6 +125,19 @@ def run(goal: str, base: str | None, roles: tuple[str, ...]) -> None:
         outcome = run_build(repo, created.slug, observer)
     for line in outcome_lines(outcome.state):
         click.echo(line)
+
+
+@cli.command()
+def doctor() -> None:
+    """Which runtimes can run here; exits 1 when the default role cannot."""
+    from agentrun.cli.render import doctor_lines
+    from agentrun.commands.doctor import doctor as diagnose
+
+    found = diagnose(_repo())
+    for line in doctor_lines(found):
+        click.echo(line)
+    if not found.default_ok:
+        raise click.exceptions.Exit(EXIT_USER)
 
 
 @cli.command()
@@ -147,15 +180,18 @@ def status(as_json: bool, live_only: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="The event envelopes with their commits.")
 def log(slug: str, as_json: bool) -> None:
     """The timeline of SLUG: events, sessions, verdicts, checks."""
-    from agentrun.cli.render import event_line
-    from agentrun.commands.inspect import log_json, timeline
+    from agentrun.cli.render import event_line, usage_lines
+    from agentrun.commands.inspect import detail, log_json, timeline
 
-    events = timeline(_repo(), slug)
+    repo = _repo()
+    events = timeline(repo, slug)
     if as_json:
         _echo_json(log_json(slug, events))
         return
     for stored in events:
         click.echo(event_line(stored))
+    for line in usage_lines(detail(repo, slug)[0]):
+        click.echo(line)
 
 
 @cli.command()
@@ -349,6 +385,55 @@ def agent_done(summary: str) -> None:
 def agent_escalate(question: str) -> None:
     """Ask a human; the build parks until it is answered."""
     _report("escalate", question)
+
+
+@cli.group()
+def hook() -> None:
+    """The pre-push hook: guards for build branches, and their logs pushed along."""
+
+
+@hook.command("install")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace a pre-push hook that is not agentrun's (kept as pre-push.agentrun-backup).",
+)
+def hook_install(force: bool) -> None:
+    """Install the pre-push hook (honours core.hooksPath).
+
+    Where git-agentrun is not on PATH, the hook refuses pushes of build branches
+    unless AGENTRUN_HOOK_OPTIONAL=1 is set.
+    """
+    from agentrun.hook.install import install
+
+    click.echo(install(Path.cwd(), force).message)
+
+
+@hook.command("uninstall")
+def hook_uninstall() -> None:
+    """Remove the pre-push hook, putting back the one `install --force` kept."""
+    from agentrun.hook.install import uninstall
+
+    click.echo(uninstall(Path.cwd()).message)
+
+
+@hook.command("pre-push")
+@click.argument("remote", required=False)
+@click.argument("url", required=False)
+@click.pass_context
+def hook_pre_push(ctx: click.Context, remote: str | None, url: str | None) -> None:
+    """Check a push: git runs this from the hook, with the pushed refs on stdin.
+
+    Under pre-commit (no arguments) the refs come from its PRE_COMMIT_* variables.
+    """
+    from agentrun.hook.prepush import pre_push, read_push
+
+    push = read_push(remote, url, sys.stdin, os.environ)
+    result = pre_push(push, Path.cwd(), os.environ)
+    for line in result.lines:
+        click.echo(line, err=True)
+    if result.refused:
+        ctx.exit(EXIT_USER)
 
 
 def main() -> None:

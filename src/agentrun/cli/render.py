@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import click
 
+from agentrun.commands.doctor import Diagnosis
 from agentrun.commands.inspect import BuildRow
 from agentrun.events import describe_actor
 from agentrun.forge.base import ProposalInfo
@@ -59,11 +60,32 @@ def status_table(found: list[BuildRow]) -> None:
                 str(s.current_round),
                 esc.id if esc else "-",
                 proposal,
+                f"{s.usage.tokens:,}",
+                cost_text(s),
                 age(s.created_at),
             ]
         )
-    for line in table(["BUILD", "STATE", "PHASE", "ROUND", "ESCALATION", "PROPOSAL", "AGE"], body):
+    headers = [
+        "BUILD",
+        "STATE",
+        "PHASE",
+        "ROUND",
+        "ESCALATION",
+        "PROPOSAL",
+        "TOKENS",
+        "COST",
+        "AGE",
+    ]
+    for line in table(headers, body):
         click.echo(line)
+
+
+def cost_text(state: BuildState) -> str:
+    """The build's cost; ``?`` marks a total that leaves out sessions of unknown price."""
+    cost = state.usage.cost_usd
+    if cost is None:
+        return "unknown" if state.usage.tokens else "-"
+    return f"${cost:.4f}" + ("?" if state.unpriced_models else "")
 
 
 def event_line(stored: Stored) -> str:
@@ -96,6 +118,15 @@ def outcome_lines(state: BuildState) -> list[str]:
     return lines
 
 
+def usage_lines(state: BuildState) -> list[str]:
+    """Tokens and cost per phase and for the whole build."""
+    lines = [f"usage:    {phase}: {used.describe()}" for phase, used in state.phase_usage.items()]
+    lines.append(f"total:    {state.usage.describe()}")
+    if state.unpriced_models:
+        lines.append(f"unknown price: {', '.join(state.unpriced_models)} (add [prices.MODEL])")
+    return lines
+
+
 def detail_lines(state: BuildState, artifacts: list[str]) -> list[str]:
     lines = [
         f"build:    {state.slug}",
@@ -103,9 +134,9 @@ def detail_lines(state: BuildState, artifacts: list[str]) -> list[str]:
         f"state:    {state.state_name} at {state.phase_label}",
         f"base:     {state.base_ref} {state.base_sha[:10]}",
         f"branch:   {state.branch} at {state.head[:10]}",
-        f"sessions: {state.sessions}; "
-        f"tokens in/out {state.usage.tokens_in}/{state.usage.tokens_out}",
+        f"sessions: {state.sessions}",
     ]
+    lines += usage_lines(state)
     if state.proposal is not None:
         lines.append(f"proposal: #{state.proposal.number} {state.proposal.url}")
     for name, result in state.verify_results.items():
@@ -153,4 +184,26 @@ def proposal_lines(info: ProposalInfo, commits: list[tuple[str, str]] | None = N
         lines += ["", f"comments ({len(info.comments)}):"]
         for c in info.comments:
             lines += [f"--- {c.author} #{c.id} ({c.updated_at:%Y-%m-%d %H:%M})", c.body.rstrip()]
+    return lines
+
+
+def doctor_lines(found: Diagnosis) -> list[str]:
+    body = [
+        [
+            row.name,
+            row.kind,
+            ",".join(row.roles) or "-",
+            "ok" if row.probe.ok else "no",
+            row.probe.detail,
+        ]
+        for row in found.rows
+    ]
+    lines = table(["RUNTIME", "KIND", "ROLES", "RUNS", "DETAIL"], body)
+    if found.default_ok:
+        how = "picked, none is configured" if found.picked else "configured"
+        lines.append(f"default role runs on: {', '.join(found.default)} ({how})")
+    elif found.picked:
+        lines.append("no runtime can run here: configure one (`git agentrun init`)")
+    else:
+        lines.append(f"the default role cannot run: none of {', '.join(found.default)} is usable")
     return lines

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pygit2
 
+from agentrun.commands.doctor import auto_pick
 from agentrun.config import Config, config_from_data, load_config
 from agentrun.errors import AgentrunError, ConcurrentUpdateError, ConfigError
 from agentrun.events import BuildCreated, HumanActor
@@ -28,6 +29,7 @@ class Created:
     base_ref: str
     base_sha: str
     dirty: bool
+    picked: str | None = None  # the runtime chosen because none was configured
 
 
 def slugify(goal: str) -> str:
@@ -41,13 +43,16 @@ def slugify(goal: str) -> str:
     return slug or "build"
 
 
-def with_overrides(config: Config, roles: dict[str, str]) -> Config:
-    if not roles:
+def with_overrides(config: Config, roles: dict[str, str], max_cost: float | None = None) -> Config:
+    """The config with this run's ``--role`` and ``--max-cost`` applied."""
+    if not roles and max_cost is None:
         return config
     data = config.model_dump(mode="json")
     for role, runtime in roles.items():
         data["roles"][role] = [runtime]
-    return config_from_data(data, "--role")
+    if max_cost is not None:
+        data["budget"]["max_cost_usd"] = max_cost
+    return config_from_data(data, "--role/--max-cost")
 
 
 def parse_roles(values: tuple[str, ...]) -> dict[str, str]:
@@ -118,13 +123,17 @@ def create_build(
     base: str | None = None,
     roles: dict[str, str] | None = None,
     config: Config | None = None,
+    max_cost: float | None = None,
 ) -> Created:
     goal = goal.strip()
     if not goal:
         raise AgentrunError("the goal is empty: say what the build should achieve")
     if config is None:
         config = load_config(Path(repo.workdir)) if repo.workdir else Config()
-    config = with_overrides(config, roles or {})
+    config = with_overrides(config, roles or {}, max_cost)
+    picked = None
+    if not config.roles:
+        config, picked = auto_pick(config)
     check_runnable(config)
     base_ref, base_sha = resolve_base(repo, base)
     dirty = has_uncommitted(repo)
@@ -148,7 +157,7 @@ def create_build(
             log.append(slug, [Draft(created, HumanActor(login=user_login(repo)))], None)
         except ConcurrentUpdateError:
             continue  # another process took this slug a moment ago
-        return Created(slug, base_ref, base_sha, dirty)
+        return Created(slug, base_ref, base_sha, dirty, picked)
     raise AgentrunError(f"too many builds named {stem}-N: archive some with `git agentrun pulls`")
 
 

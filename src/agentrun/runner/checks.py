@@ -22,7 +22,7 @@ from agentrun.events import (
 )
 from agentrun.kernel.decide import RunCheck, RunFinalizeStep, SkipVerify
 from agentrun.runner.build import BuildHandle
-from agentrun.runner.sessions import agent_env
+from agentrun.runner.environment import session_env
 from agentrun.runner.watch import AbortWatcher
 from agentrun.runner.workspace import PhaseMark, Workspace
 from agentrun.store.log import Draft
@@ -36,7 +36,7 @@ def _run_command(
 ) -> procs.Finished:
     """Run a step's command in the worktree; an abort request cancels it at once."""
     state = build.state
-    env = agent_env(state.slug, phase, state.impl_round, "none")
+    env = session_env(state.slug, phase, state.impl_round, "none", state.config.secrets.env)
     cancel = threading.Event()
     watcher = AbortWatcher(build.repo, state.slug, cancel)
     try:
@@ -161,7 +161,7 @@ def run_finalize_step(build: BuildHandle, workspace: Workspace, work: RunFinaliz
     if ok:
         mark = PhaseMark(state.slug, phase, state.impl_round, None, f"{work.step} ({status})")
         try:
-            head = workspace.commit_phase(state.head, mark)
+            head = workspace.commit_phase(state.head, mark, config=state.config)
         except GuardError as exc:
             ok, note = False, str(exc)
     else:

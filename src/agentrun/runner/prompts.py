@@ -18,12 +18,34 @@ _FIELD = re.compile(r"\{([a-z]+)\}")
 FAMILIES = ("plan", "plan-review", "implement", "code-review", "verify", "finalize")
 
 
-def template(repo: pygit2.Repository, base_sha: str, family: str) -> str:
+INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
+INSTRUCTIONS_LIMIT = 20_000
+
+
+def _base_file(repo: pygit2.Repository, base_sha: str, path: str) -> str | None:
+    """A file of the build's base commit: what the maintainers committed, not the agent."""
     try:
-        entry = tree_at(repo, base_sha)[f".agentrun/prompts/{family}.md"]
-        return blob_data(repo, entry.id).decode("utf-8")
+        entry = tree_at(repo, base_sha)[path]
+        return blob_data(repo, entry.id).decode("utf-8", "replace")
     except (KeyError, ValueError):
-        return resources.files("agentrun").joinpath(f"prompts/{family}.md").read_text("utf-8")
+        return None
+
+
+def template(repo: pygit2.Repository, base_sha: str, family: str) -> str:
+    found = _base_file(repo, base_sha, f".agentrun/prompts/{family}.md")
+    if found is not None:
+        return found
+    return resources.files("agentrun").joinpath(f"prompts/{family}.md").read_text("utf-8")
+
+
+def instructions(repo: pygit2.Repository, base_sha: str) -> str:
+    """The repository's own instructions for agents, when it has them."""
+    for name in INSTRUCTION_FILES:
+        text = _base_file(repo, base_sha, name)
+        if text and text.strip():
+            clipped = text[:INSTRUCTIONS_LIMIT]
+            return f"\n\nThe repository's instructions for agents ({name}):\n\n{clipped}\n"
+    return ""
 
 
 def render_prompt(
@@ -52,4 +74,5 @@ def render_prompt(
         feedback=text,
     )
     # Only known {names} are filled: an override may hold any other braces verbatim.
-    return _FIELD.sub(lambda m: values.get(m[1], m[0]), template(repo, state.base_sha, family))
+    text = _FIELD.sub(lambda m: values.get(m[1], m[0]), template(repo, state.base_sha, family))
+    return text + instructions(repo, state.base_sha)

@@ -8,42 +8,33 @@ the log, and no report from the session means ``phase.failed`` (``no-terminal``)
 from __future__ import annotations
 
 import contextlib
-import sys
-import sysconfig
 import uuid
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 import pygit2
 
 from agentrun import procs
+from agentrun.agent.outbox import drain
 from agentrun.errors import GuardError, LeaseLostError, RuntimeSetupError
 from agentrun.events import (
     AgentDone,
-    CodeReviewStarted,
-    CodeReviewVerdict,
     EscalationRaised,
     FinalizeCompleted,
-    FinalizeStarted,
     FinalizeStepCompleted,
     ImplementCompleted,
-    ImplementStarted,
-    ObservationRecorded,
-    PhaseFailed,
-    PlanReviewStarted,
-    PlanReviewVerdict,
-    PlanStarted,
-    PlanSubmitted,
     SessionEnded,
     SessionStarted,
     VerifyCompleted,
-    VerifyStarted,
     VerifyVerdict,
 )
-from agentrun.gitrepo import child_env
 from agentrun.kernel.decide import RunAgentVerify, RunFinalizeStep, RunPhase
+from agentrun.kernel.evolve import PRODUCERS
 from agentrun.kernel.state import Report
+from agentrun.prices import with_cost
 from agentrun.runner.build import BuildHandle, Observer
+from agentrun.runner.environment import session_env
+from agentrun.runner.jobs import AgentWork, Job, failed, failure, job_of, started_event, subject
 from agentrun.runner.prompts import render_prompt
 from agentrun.runner.watch import AbortWatcher
 from agentrun.runner.workspace import PhaseMark, Workspace
@@ -52,43 +43,12 @@ from agentrun.runtimes.base import (
     SessionControl,
     SessionSpec,
     TurnResult,
+    key_variable,
     make_runtime,
 )
 from agentrun.store.lease import Heartbeat
 from agentrun.store.log import Draft
 from agentrun.store.notes import add_note
-
-AgentWork = RunPhase | RunAgentVerify | RunFinalizeStep
-
-
-@dataclass(frozen=True)
-class Job:
-    """A decision that runs an agent, in the terms a session needs."""
-
-    phase: str
-    round: int
-    attempt: int
-    role: str
-    feedback: tuple[str, ...]
-    work: AgentWork
-
-
-def job_of(work: AgentWork, impl_round: int) -> Job:
-    if isinstance(work, RunPhase):
-        return Job(work.phase, work.round, work.attempt, work.role, work.feedback, work)
-    if isinstance(work, RunAgentVerify):
-        return Job(f"verify:{work.step}", work.round, work.attempt, work.role, work.feedback, work)
-    return Job(f"finalize:{work.step}", impl_round, work.attempt, work.role or "finalize", (), work)
-
-
-def agent_env(build: str, phase: str, round_: int, session: str) -> dict[str, str]:
-    """The session environment: ours, the agent variables, and ``git-agentrun`` on PATH."""
-    env = child_env()
-    scripts = sysconfig.get_path("scripts")
-    bindir = str(Path(sys.executable).parent)
-    env["PATH"] = ":".join(dict.fromkeys([scripts, bindir, env.get("PATH", "")]))
-    env.update(AGENTRUN_BUILD=build, AGENTRUN_PHASE=f"{phase}@{round_}", AGENTRUN_SESSION=session)
-    return env
 
 
 class SessionRunner:
@@ -110,13 +70,13 @@ class SessionRunner:
         state = self.build.state
         job = job_of(work, state.impl_round)
         names = state.config.runtimes_for(job.role)
-        started = _started_event(job)
+        started = started_event(job)
         if not names:
             error = (
                 f"no runtime is configured for role {job.role!r}: set roles.{job.role} or "
                 "roles.default in .agentrun.toml (`git agentrun init` writes an example)"
             )
-            self.build.append([Draft(started), *_failed(job, error, permanent=True)], fact=False)
+            self.build.append([Draft(started), *failed(job, error, permanent=True)], fact=False)
             return
         self.build.append([Draft(started)], fact=False)
         for index, name in enumerate(names):
@@ -159,9 +119,17 @@ class SessionRunner:
             role=job.role,
             prompt=render_prompt(self.repo, state, job.phase, job.round, job.feedback, plan),
             workdir=self.workspace.path,
-            env=agent_env(state.slug, job.phase, job.round, session),
+            env=session_env(
+                state.slug,
+                job.phase,
+                job.round,
+                session,
+                secret=state.config.secrets.env,
+                keep=(key_variable(config),),
+            ),
             budget_seconds=state.config.policy.session_budget_seconds,
             repo_root=Path(self.repo.workdir or self.workspace.path),
+            resume_from=self._resume_from(job, name),
         )
         control = SessionControl(on_activity=self.observer.activity, on_process=self._record_agent)
         watcher = AbortWatcher(self.repo, state.slug, control.cancel)
@@ -180,14 +148,17 @@ class SessionRunner:
             self.build.append(
                 [
                     Draft(SessionEnded(session=session, outcome="interrupted", error="Ctrl-C")),
-                    Draft(
-                        _failure(job, "interrupted by Ctrl-C", interrupted=True, session=session)
-                    ),
+                    Draft(failure(job, "interrupted by Ctrl-C", interrupted=True, session=session)),
                 ]
             )
             raise
         watcher.stop()
         self._record_agent(None)
+        # Reports a sandboxed agent could only queue are appended now, validated as if live.
+        queued = drain(self.repo, self.workspace.path, session)
+        if queued:
+            transcript = replace(transcript, text=transcript.text + "\n".join(queued) + "\n")
+        turn = replace(turn, usage=with_cost(turn.usage, config.model, state.config.prices))
         state = self.build.refresh()
         open_session = state.session if state.session and state.session.session == session else None
         report = open_session.report if open_session else None
@@ -240,10 +211,10 @@ class SessionRunner:
         if isinstance(report, EscalationRaised):
             self.build.append([Draft(SessionEnded(outcome="ok", **ended), artifacts=arts)])
             return
-        summary = _subject(report)
+        summary = subject(report)
         mark = PhaseMark(state.slug, job.phase, job.round, session, summary)
         try:
-            head = self.workspace.commit_phase(state.head, mark)
+            head = self.workspace.commit_phase(state.head, mark, config=state.config)
         except GuardError as exc:
             refused = TurnResult(ok=False, error=str(exc), usage=turn.usage, cause="guard")
             self._fail(job, session, refused, "", arts)
@@ -321,8 +292,15 @@ class SessionRunner:
             return
         max_attempts = self.build.state.config.policy.max_phase_attempts
         guard = turn.cause == "guard"
-        drafts += _failed(job, turn.error, turn.permanent, session, max_attempts, guard)
+        drafts += failed(job, turn.error, turn.permanent, session, max_attempts, guard)
         self.build.append(drafts)
+
+    def _resume_from(self, job: Job, runtime: str) -> str | None:
+        """A producer continues its last session when that session is still here."""
+        last = self.build.state.resumable.get(job.role)
+        if last is None or job.phase not in PRODUCERS or last.runtime != runtime:
+            return None
+        return last.id if last.host == procs.me().host else None
 
     def _record_agent(self, pid: int | None) -> None:
         self._agent_pid = pid
@@ -334,72 +312,3 @@ class SessionRunner:
         pid = getattr(self, "_agent_pid", None)
         if pid:
             procs.end_tree(pid)
-
-
-def _subject(report: Report) -> str:
-    """The phase commit's subject line: what the agent reported."""
-    if isinstance(report, PlanReviewVerdict | CodeReviewVerdict):
-        if report.verdict == "approve":
-            return "approve"
-        return f"revise: {report.findings[0]}" if report.findings else "revise"
-    if isinstance(report, VerifyVerdict):
-        return report.verdict + (f": {report.reason}" if report.reason else "")
-    if isinstance(report, PlanSubmitted | AgentDone):
-        return report.summary_text or report.type
-    return report.type
-
-
-def _started_event(job: Job) -> object:
-    work = job.work
-    if isinstance(work, RunPhase):
-        starts = {
-            "plan": PlanStarted(round=job.round, feedback=job.feedback),
-            "plan-review": PlanReviewStarted(round=job.round),
-            "implement": ImplementStarted(round=job.round, feedback=job.feedback),
-            "code-review": CodeReviewStarted(round=job.round),
-        }
-        return starts[work.phase]
-    if isinstance(work, RunAgentVerify):
-        return VerifyStarted(step=work.step, round=job.round, attempt=job.attempt, kind="agent")
-    return FinalizeStarted(step=work.step, attempt=job.attempt)
-
-
-def _failed(
-    job: Job,
-    error: str,
-    permanent: bool,
-    session: str | None = None,
-    max_attempts: int = 0,
-    guard: bool = False,
-) -> list[Draft]:
-    """What a failed job records: finalize is failure-tolerant, the rest retry or ask."""
-    work = job.work
-    if isinstance(work, RunFinalizeStep):
-        drafts = [
-            Draft(FinalizeStepCompleted(step=work.step, ok=False, note=error)),
-            Draft(ObservationRecorded(phase=job.phase, text=error)),
-        ]
-        return drafts + ([Draft(FinalizeCompleted())] if work.last else [])
-    return [Draft(_failure(job, error, permanent, False, session, max_attempts, guard))]
-
-
-def _failure(
-    job: Job,
-    error: str,
-    permanent: bool = False,
-    interrupted: bool = False,
-    session: str | None = None,
-    max_attempts: int = 0,
-    guard: bool = False,
-) -> PhaseFailed:
-    return PhaseFailed(
-        phase=job.phase,
-        round=job.round,
-        attempt=job.attempt,
-        error=error,
-        permanent=permanent,
-        will_retry=not permanent and (interrupted or guard or job.attempt < max_attempts),
-        session=session,
-        interrupted=interrupted,
-        guard=guard,
-    )

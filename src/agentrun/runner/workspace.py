@@ -1,13 +1,14 @@
 """The build's workspace: a git worktree on ``agentrun/<slug>`` (DESIGN §4, §12).
 
-It lives under ``.git/agentrun/worktrees/<slug>``, so the user's own working tree and
-index are never touched. Each phase ends with exactly one phase commit whose parent is
-the previous phase commit; commits the agent made itself are folded into it.
+It lives in the user's cache folder (``gitrepo.worktrees_dir``), so the user's own
+working tree and index are never touched. Each phase ends with exactly one phase commit
+whose parent is the previous phase commit; commits the agent made itself are folded in.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import posixpath
 import shutil
 import subprocess
@@ -17,15 +18,17 @@ from pathlib import Path
 import pygit2
 
 from agentrun.agent.context import SCRATCH, ensure_scratch
+from agentrun.config import Config
 from agentrun.errors import GuardError, RuntimeSetupError
 from agentrun.gitrepo import (
     WALK_NEWEST_FIRST,
-    agentrun_dir,
     blob_data,
     child_env,
     signature,
     tree_at,
+    worktrees_dir,
 )
+from agentrun.hook.guards import Rules, check_diff, check_workdir, summary
 
 PROTECTED = ".agentrun/"
 SCRATCH_PREFIX = SCRATCH.as_posix() + "/"
@@ -59,7 +62,7 @@ class Workspace:
         self.slug = slug
         self.branch = branch
         self.branch_ref = f"refs/heads/{branch}"
-        self.path = agentrun_dir(repo) / "worktrees" / slug
+        self.path = worktrees_dir(repo) / slug
 
     def prepare(self, head: str) -> Path:
         """Reset the branch and worktree to ``head``, discarding what a dead session left."""
@@ -95,15 +98,21 @@ class Workspace:
         )
         return out.stdout
 
-    def commit_phase(self, parent: str, mark: PhaseMark) -> str:
+    def commit_phase(self, parent: str, mark: PhaseMark, *, config: Config) -> str:
         """The phase commit: the worktree as ``git add -A`` sees it, minus the scratch folder.
 
-        Raises ``GuardError`` (nothing committed) when the work changes ``.agentrun/`` or
-        plants a symlink that points outside the worktree.
+        Raises ``GuardError`` (nothing committed) when the work changes ``.agentrun/``,
+        plants a symlink that points outside the worktree, touches a protected path or
+        adds a secret (``config``'s ``protect`` and ``secrets``: the build's snapshot).
         """
+        rules = Rules.of(config, os.environ)
         wt = pygit2.Repository(str(self.path))
         try:
-            self._check_agent_commits(wt, parent)
+            self._check_agent_commits(wt, parent, rules)
+            # Before `git add`, which would store a secret as a blob in the shared objects.
+            found = check_workdir(wt, tree_at(wt, parent), rules, skip=(SCRATCH_PREFIX,))
+            if found:
+                raise GuardError(summary("the worktree", found))
             self._git("add", "-A")
             index = wt.index
             index.read(True)
@@ -111,7 +120,7 @@ class Workspace:
                 if entry.path.startswith(SCRATCH_PREFIX):
                     index.remove(entry.path)
             tree = index.write_tree()
-            self._check_tree(parent, tree, where="the worktree")
+            self._check_tree(parent, tree, "the worktree", rules)
         except GuardError:
             # The agent may have moved the branch with commits of its own: a refused
             # phase leaves nothing of its work where it could be published.
@@ -136,7 +145,7 @@ class Workspace:
         self.repo.references.create(self.branch_ref, oid, force=True)
         return str(oid)
 
-    def _check_agent_commits(self, wt: pygit2.Repository, parent: str) -> None:
+    def _check_agent_commits(self, wt: pygit2.Repository, parent: str, rules: Rules) -> None:
         if wt.head_is_unborn:
             return
         head = wt.head.target
@@ -146,9 +155,9 @@ class Workspace:
         walker.hide(pygit2.Oid(hex=parent))
         for commit in walker:
             base = commit.parents[0].tree_id if commit.parents else tree_at(self.repo, parent).id
-            self._check_tree(str(base), commit.tree_id, where=f"commit {str(commit.id)[:10]}")
+            self._check_tree(str(base), commit.tree_id, f"commit {str(commit.id)[:10]}", rules)
 
-    def _check_tree(self, parent: str, tree: pygit2.Oid, where: str) -> None:
+    def _check_tree(self, parent: str, tree: pygit2.Oid, where: str, rules: Rules) -> None:
         diff = tree_at(self.repo, parent).diff_to_tree(tree_at(self.repo, tree))
         for delta in diff.deltas:
             for side in (delta.old_file, delta.new_file):
@@ -166,6 +175,9 @@ class Workspace:
                         f"{where} adds {new.path}, a symlink pointing outside the worktree "
                         f"({target})"
                     )
+        found = check_diff(self.repo, diff, rules)
+        if found:
+            raise GuardError(summary(where, found))
 
     def changed_paths(self, base: str, head: str) -> tuple[str, ...]:
         diff = tree_at(self.repo, base).diff_to_tree(tree_at(self.repo, head))

@@ -1,0 +1,82 @@
+"""``git agentrun doctor``: which runtimes can run here, and which one ``run`` would pick."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from agentrun.config import BUILTIN_RUNTIMES, Config, load_config
+from agentrun.errors import ConfigError
+from agentrun.runtimes.base import Probe, probe_runtime
+
+# The order in which `run` tries runtimes when no role is configured.
+AUTO_ORDER = ("claude", "codex", "anthropic", "openai", "aider")
+
+
+@dataclass(frozen=True)
+class RuntimeRow:
+    name: str
+    kind: str
+    roles: tuple[str, ...]
+    probe: Probe
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    rows: list[RuntimeRow]
+    default: tuple[str, ...]  # what the default role runs on (picked when not configured)
+    default_ok: bool
+    picked: bool  # the default was picked here, not configured
+
+
+def diagnose(config: Config, environ: Mapping[str, str] | None = None) -> Diagnosis:
+    env = os.environ if environ is None else environ
+    names: dict[str, list[str]] = {}
+    for role, entries in config.roles.items():
+        for entry in entries:
+            names.setdefault(entry, []).append(role)
+    for name in config.runtimes:
+        names.setdefault(name, [])
+    if not config.roles:
+        for name in AUTO_ORDER:
+            names.setdefault(name, [])
+    rows = []
+    for name, roles in names.items():
+        runtime = config.runtime(name)
+        if runtime is None:
+            rows.append(RuntimeRow(name, "?", tuple(roles), Probe(False, "not configured")))
+            continue
+        rows.append(RuntimeRow(name, runtime.kind, tuple(roles), probe_runtime(runtime, env)))
+    ok = {row.name for row in rows if row.probe.ok}
+    if config.roles:
+        default = config.runtimes_for("default") or config.runtimes_for("implement")
+        return Diagnosis(rows, default, any(d in ok for d in default), picked=False)
+    picked = next((name for name in AUTO_ORDER if name in ok), None)
+    return Diagnosis(rows, (picked,) if picked else (), picked is not None, picked=True)
+
+
+def doctor(repo: pygit2.Repository) -> Diagnosis:
+    return diagnose(load_config(Path(repo.workdir)) if repo.workdir else Config())
+
+
+def auto_pick(config: Config, environ: Mapping[str, str] | None = None) -> tuple[Config, str]:
+    """With no roles configured: the first built-in runtime that can run here."""
+    found = diagnose(config, environ)
+    if not found.default:
+        tried = "; ".join(
+            f"{r.name}: {r.probe.detail}" for r in found.rows if r.kind in BUILTIN_RUNTIMES
+        )
+        raise ConfigError(
+            "no agent runtime is configured and none can run here "
+            f"({tried}). Run `git agentrun init` and set a runtime in .agentrun.toml "
+            "(`git agentrun doctor` checks the setup)"
+        )
+    name = found.default[0]
+    detail = next(r.probe.detail for r in found.rows if r.name == name)
+    data = config.model_dump(mode="json")
+    data["roles"] = {"default": [name]}
+    return Config.model_validate(data), f"{name} ({detail})"

@@ -1,0 +1,394 @@
+"""The pre-push hook's work (DESIGN §2, §9): guard the commits going to build branches,
+then push those builds' logs and the notes along.
+
+git runs ``hooks/pre-push`` with the remote's name and URL as arguments and one line per
+ref on standard input: ``<local ref> <local sha> <remote ref> <remote sha>``. Under the
+pre-commit framework the same facts come as ``PRE_COMMIT_*`` variables, for one ref.
+
+Only refs that are build branches (``refs/heads/agentrun/<slug>``, on either side) are
+looked at; everything else passes untouched. Heavy modules are imported only once a
+build branch is in the push.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from agentrun.errors import AgentrunError, ConfigError
+
+if TYPE_CHECKING:
+    import pygit2
+
+    from agentrun.config import Config
+    from agentrun.hook.guards import Rules
+
+BUILD_BRANCHES = "refs/heads/agentrun/"
+_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+REMOTE_TIMEOUT = 300  # seconds for one ls-remote or push of the state refs
+
+
+class HookInputError(AgentrunError):
+    """What the hook was handed is not what git gives a pre-push hook."""
+
+
+@dataclass(frozen=True)
+class Update:
+    """One ref the push updates, as git describes it to the hook."""
+
+    local_ref: str
+    local_sha: str  # "" (pre-commit only): resolve ``local_ref``
+    remote_ref: str
+    remote_sha: str
+
+    @property
+    def deleted(self) -> bool:
+        return _zero(self.local_sha)
+
+    @property
+    def build(self) -> str | None:
+        """The build branch's name after ``agentrun/`` (the remote side names it first)."""
+        for ref in (self.remote_ref, self.local_ref):
+            if ref.startswith(BUILD_BRANCHES):
+                return ref[len(BUILD_BRANCHES) :]
+        return None
+
+
+@dataclass(frozen=True)
+class Push:
+    remote: str
+    url: str
+    updates: tuple[Update, ...]
+
+
+@dataclass
+class Result:
+    """What to tell the user (on stderr), and whether the push is refused."""
+
+    lines: list[str] = field(default_factory=list)
+    refused: bool = False
+
+
+def parse_updates(text: str) -> tuple[Update, ...]:
+    """git's pre-push input; a line that is not four fields with two object ids is refused."""
+    updates = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        # The local ref is "supplied as it was originally given": split from the right.
+        parts = line.rsplit(maxsplit=3)
+        if len(parts) != 4 or not (_SHA.match(parts[1]) and _SHA.match(parts[3])):
+            raise HookInputError(
+                f"line {number} of the pre-push input is not `<local ref> <local sha> "
+                f"<remote ref> <remote sha>`: {line[:200]!r}"
+            )
+        updates.append(Update(*parts))
+    return tuple(updates)
+
+
+def read_push(
+    remote: str | None, url: str | None, stdin: TextIO, environ: Mapping[str, str]
+) -> Push:
+    """What is being pushed where: git's arguments and input, or pre-commit's variables."""
+    if remote is None:
+        return _precommit_push(environ)
+    if stdin.isatty():
+        raise HookInputError(
+            "`git agentrun hook pre-push` reads the pushed refs that git writes to a "
+            "pre-push hook's standard input; install the hook with `git agentrun hook install`"
+        )
+    return Push(remote, url or remote, parse_updates(stdin.read()))
+
+
+def _precommit_push(environ: Mapping[str, str]) -> Push:
+    names = ("PRE_COMMIT_REMOTE_NAME", "PRE_COMMIT_LOCAL_BRANCH", "PRE_COMMIT_REMOTE_BRANCH")
+    if not environ.get("PRE_COMMIT"):
+        raise HookInputError(
+            "`git agentrun hook pre-push REMOTE URL` is run by git's pre-push hook "
+            "(`git agentrun hook install`) or by pre-commit's pre-push stage"
+        )
+    if not all(environ.get(name) for name in names):
+        # `pre-commit run --hook-stage pre-push` outside a push: there is nothing to check.
+        return Push("", "", ())
+    # pre-commit passes one ref: FROM_REF is what the remote has (or the parent of the
+    # first commit it lacks); TO_REF is unset when the push brings a root commit.
+    local_sha = environ.get("PRE_COMMIT_TO_REF", "")
+    from_ref = environ.get("PRE_COMMIT_FROM_REF", "")
+    for sha in (local_sha, from_ref):
+        if sha and not _SHA.match(sha):
+            raise HookInputError(f"pre-commit passed {sha!r} where an object id belongs")
+    update = Update(
+        environ["PRE_COMMIT_LOCAL_BRANCH"],
+        local_sha,
+        environ["PRE_COMMIT_REMOTE_BRANCH"],
+        from_ref or "0" * 40,
+    )
+    remote = environ["PRE_COMMIT_REMOTE_NAME"]
+    return Push(remote, environ.get("PRE_COMMIT_REMOTE_URL") or remote, (update,))
+
+
+def pre_push(push: Push, cwd: Path, environ: Mapping[str, str]) -> Result:
+    """Refuse build-branch commits that break the guards; else push the builds' state."""
+    builds = [u for u in push.updates if u.build is not None and not u.deleted]
+    if not builds:
+        return Result()  # a deleted build branch leaves its log alone: nothing to check
+    from agentrun.hook.guards import Rules
+
+    repo = _open(cwd, environ)
+    rules = Rules.of(_config(repo), environ)
+    remote_refs = _ls_remote(push.remote, cwd, environ)
+    result, seen = Result(), set[str]()
+    for update in builds:
+        found = _guard(repo, push.remote, update, remote_refs, rules, seen)
+        if found:
+            branch = update.remote_ref.removeprefix("refs/heads/")
+            result.lines += [f"agentrun: push refused: commits going to {branch} break a guard"]
+            result.lines += found
+    if result.lines:
+        result.refused = True
+        result.lines.append(
+            "agentrun: fix those commits (e.g. `git rebase -i`) and push again; "
+            "`git push --no-verify` skips this hook"
+        )
+        return result
+    slugs = dict.fromkeys(u.build for u in builds if u.build is not None)
+    result.lines += push_state(repo, push.remote, list(slugs), remote_refs, cwd, environ)
+    return result
+
+
+def _guard(
+    repo: pygit2.Repository,
+    remote: str,
+    update: Update,
+    remote_refs: Mapping[str, str] | None,
+    rules: Rules,
+    seen: set[str],
+) -> list[str]:
+    """One line per finding in the commits ``update`` brings (each commit judged once)."""
+    from agentrun.hook.guards import check_commit
+
+    lines = []
+    for commit in pushed_commits(repo, remote, update, remote_refs):
+        if str(commit.id) in seen:
+            continue
+        seen.add(str(commit.id))
+        for finding in check_commit(repo, commit, rules):
+            lines.append(f"  commit {str(commit.id)[:10]} {finding.text()}")
+    return lines
+
+
+def pushed_commits(
+    repo: pygit2.Repository,
+    remote: str,
+    update: Update,
+    remote_refs: Mapping[str, str] | None,
+) -> list[pygit2.Commit]:
+    """The commits this update brings to the remote that the build itself added.
+
+    Left out: what the remote has (its refs, as ``ls-remote`` lists them; the remote's
+    tracking refs when it could not be asked) and the build's base and history before
+    it (the people's work the build started from is not the build's to answer for).
+    """
+    import pygit2
+
+    from agentrun.gitrepo import WALK_NEWEST_FIRST
+
+    tip = _commit(repo, update.local_sha or update.local_ref)
+    if tip is None:
+        raise HookInputError(f"{update.local_ref} ({update.local_sha}) is not a commit here")
+    known: list[str] = [update.remote_sha]
+    if remote_refs is not None:
+        known += remote_refs.values()
+    else:
+        tracking = f"refs/remotes/{remote}/"
+        known += [str(repo.references[n].target) for n in repo.references if n.startswith(tracking)]
+    if update.build is not None:
+        known += [sha for sha in [_build_base(repo, update.build)] if sha]
+    walker = repo.walk(tip.id, WALK_NEWEST_FIRST)
+    for sha in dict.fromkeys(known):
+        commit = _commit(repo, sha) if sha and not _zero(sha) else None
+        if commit is not None:
+            walker.hide(commit.id)
+    return [c for c in walker if isinstance(c, pygit2.Commit)]
+
+
+def push_state(
+    repo: pygit2.Repository,
+    remote: str,
+    slugs: Sequence[str],
+    remote_refs: Mapping[str, str] | None,
+    cwd: Path,
+    environ: Mapping[str, str],
+) -> list[str]:
+    """Push the builds' logs and ``refs/notes/agentrun``, each compare-and-swap.
+
+    A ref is pushed only where the remote lacks it or has an ancestor of ours, with
+    ``--force-with-lease=<ref>:<what the remote had>``, all in one ``--atomic`` push
+    with ``--no-verify`` (so this hook is not run again).
+
+    Nothing here refuses the branch push. The branch is the build's work and stands on
+    its own; the log names branch commits by id, never the other way round, so a log
+    that travels later (``git agentrun sync``) loses nothing. Refusing would leave the
+    user unable to push their work over state that only needs merging.
+    """
+    from agentrun.store.log import build_ref
+    from agentrun.store.notes import NOTES_REF
+
+    if remote_refs is None:
+        return [
+            f"agentrun: could not list the refs of {remote}, so the builds' logs were not "
+            f"pushed; `git agentrun sync {remote}` pushes them later"
+        ]
+    wanted: list[tuple[str, str]] = []
+    for slug in slugs:
+        try:
+            wanted.append((build_ref(slug), f"the log of build {slug}"))
+        except AgentrunError:
+            continue  # agentrun/<name> that no build could have: a branch like any other
+    wanted.append((NOTES_REF, NOTES_REF))
+    leases, refspecs, pushed, lines = [], [], [], []
+    for ref, what in wanted:
+        found = repo.references.get(ref)
+        if found is None:
+            continue
+        ours, theirs = str(found.target), remote_refs.get(ref)
+        if theirs == ours:
+            continue
+        if theirs is not None and not _descends(repo, ours, theirs):
+            lines.append(
+                f"agentrun: {remote} has entries in {what} that this clone lacks, so it was "
+                f"left as it is (nothing overwritten); `git agentrun sync {remote}` merges them"
+            )
+            continue
+        leases.append(f"--force-with-lease={ref}:{theirs or ''}")
+        refspecs.append(f"{ours}:{ref}")
+        pushed.append(what)
+    if not refspecs:
+        return lines
+    argv = ["git", "push", "--atomic", "--no-verify", "--quiet", remote, *leases, *refspecs]
+    done = _git(argv, cwd, environ)
+    if done is not None and done.returncode == 0:
+        return [*lines, f"agentrun: pushed {_and(pushed)} to {remote}"]
+    why = _last_line(done.stderr if done else "") or "no answer"
+    return [
+        *lines,
+        f"agentrun: {_and(pushed)} not pushed ({why}); the branch push goes on, and "
+        f"`git agentrun sync {remote}` pushes them later",
+    ]
+
+
+# --- helpers -------------------------------------------------------------------
+
+
+def _open(cwd: Path, environ: Mapping[str, str]) -> pygit2.Repository:
+    import pygit2
+
+    from agentrun.gitrepo import open_repo
+
+    git_dir = environ.get("GIT_DIR")
+    if git_dir:
+        return pygit2.Repository(str(cwd / git_dir))
+    return open_repo(cwd)
+
+
+def _config(repo: pygit2.Repository) -> Config:
+    from agentrun.config import Config, load_config
+
+    if not repo.workdir:
+        return Config()
+    try:
+        return load_config(Path(repo.workdir))
+    except ConfigError as exc:
+        raise ConfigError(
+            f"{exc} (pushes of build branches are checked against it; fix it and push again)"
+        ) from None
+
+
+def _ls_remote(remote: str, cwd: Path, environ: Mapping[str, str]) -> dict[str, str] | None:
+    """The remote's branches, tags and agentrun state, or None when it cannot be asked.
+
+    Not every ref: a forge's remote can hold many more (pull requests' refs) that no
+    commit pushed here needs to be told from.
+    """
+    patterns = ["refs/heads/*", "refs/tags/*", "refs/agentrun/builds/*", "refs/notes/agentrun"]
+    done = _git(["git", "ls-remote", remote, *patterns], cwd, environ)
+    if done is None or done.returncode != 0:
+        return None
+    refs = {}
+    for line in done.stdout.splitlines():
+        sha, _, name = line.partition("\t")
+        if name and not name.endswith("^{}"):
+            refs[name] = sha
+    return refs
+
+
+def _git(
+    argv: list[str], cwd: Path, environ: Mapping[str, str]
+) -> subprocess.CompletedProcess[str] | None:
+    try:
+        return subprocess.run(
+            argv,
+            cwd=cwd,
+            env=dict(environ),
+            capture_output=True,
+            text=True,
+            timeout=REMOTE_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def _build_base(repo: pygit2.Repository, slug: str) -> str | None:
+    """The commit the build started from, read from its first event (None: no log here)."""
+    from agentrun.gitrepo import WALK_OLDEST_FIRST
+    from agentrun.store.log import EventLog, build_ref
+
+    try:
+        ref = repo.references.get(build_ref(slug))
+        if ref is None:
+            return None
+        walker = repo.walk(ref.target, WALK_OLDEST_FIRST)
+        walker.simplify_first_parent()
+        first = next(iter(walker))
+        created = EventLog(repo).event_at(str(first.id)).payload
+    except AgentrunError:
+        return None  # not a slug, or not a log: no base to leave out
+    base = getattr(created, "base_sha", None)
+    return base if isinstance(base, str) else None
+
+
+def _commit(repo: pygit2.Repository, name: str) -> pygit2.Commit | None:
+    import pygit2
+
+    try:
+        obj = repo.revparse_single(name)
+        found = obj.peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+        return None
+    return found if isinstance(found, pygit2.Commit) else None
+
+
+def _descends(repo: pygit2.Repository, ours: str, theirs: str) -> bool:
+    """Ours already holds everything theirs does (theirs is known here and an ancestor)."""
+    if _commit(repo, theirs) is None:
+        return False
+    return bool(repo.descendant_of(ours, theirs))
+
+
+def _zero(sha: str) -> bool:
+    return bool(sha) and set(sha) == {"0"}
+
+
+def _and(items: Iterable[str]) -> str:
+    names = list(items)
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
