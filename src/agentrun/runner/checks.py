@@ -31,6 +31,21 @@ from agentrun.store.notes import add_note
 REPORT_LIMIT = 64 * 1024
 
 
+def _run_step(
+    build: BuildHandle, workspace: Workspace, phase: str, round_: int, attempt: int, command: str
+) -> procs.Finished | None:
+    """Run a step's command; None when it was cut short (recorded as interrupted)."""
+    try:
+        done = _run_command(build, workspace, phase, command)
+    except KeyboardInterrupt:
+        build.append([Draft(_interrupted(phase, round_, attempt))])
+        raise
+    if done.cancelled:
+        build.append([Draft(_interrupted(phase, round_, attempt, "cancelled"))])
+        return None
+    return done
+
+
 def _run_command(
     build: BuildHandle, workspace: Workspace, phase: str, command: str
 ) -> procs.Finished:
@@ -70,13 +85,8 @@ def run_check(build: BuildHandle, workspace: Workspace, work: RunCheck) -> None:
     build.append(
         [Draft(VerifyStarted(step=work.step, round=work.round, attempt=work.attempt))], fact=False
     )
-    try:
-        done = _run_command(build, workspace, phase, work.command)
-    except KeyboardInterrupt:
-        build.append([Draft(_interrupted(phase, work.round, work.attempt))])
-        raise
-    if done.cancelled:
-        build.append([Draft(_interrupted(phase, work.round, work.attempt, "cancelled"))])
+    done = _run_step(build, workspace, phase, work.round, work.attempt, work.command)
+    if done is None:
         return
     timeout = state.config.policy.check_timeout_seconds
     report, status = _report(work.command, done, timeout)
@@ -145,13 +155,8 @@ def run_finalize_step(build: BuildHandle, workspace: Workspace, work: RunFinaliz
         )
         return
     build.append([Draft(FinalizeStarted(step=work.step, attempt=work.attempt))], fact=False)
-    try:
-        done = _run_command(build, workspace, phase, work.command)
-    except KeyboardInterrupt:
-        build.append([Draft(_interrupted(phase, state.impl_round, work.attempt))])
-        raise
-    if done.cancelled:
-        build.append([Draft(_interrupted(phase, state.impl_round, work.attempt, "cancelled"))])
+    done = _run_step(build, workspace, phase, state.impl_round, work.attempt, work.command)
+    if done is None:
         return
     report, status = _report(work.command, done, state.config.policy.check_timeout_seconds)
     name = f"finalize-{work.step}-a{work.attempt}.txt"

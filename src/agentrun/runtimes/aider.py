@@ -53,17 +53,14 @@ from agentrun.config import RuntimeConfig
 from agentrun.errors import AgentrunError, VerbError
 from agentrun.events import Usage
 from agentrun.runtimes.base import (
-    Handle,
     Probe,
     SessionControl,
-    SessionSpec,
-    Transcript,
     TurnResult,
-    end_transcript,
     register,
 )
 from agentrun.runtimes.cli import (
     CliHandle,
+    CliRuntime,
     EitherEvent,
     failed,
     locate,
@@ -177,22 +174,7 @@ def _count(text: str) -> int:
     return round(float(text[:-1]) * 1000) if text.endswith("k") else int(float(text))
 
 
-class AiderRuntime:
-    def __init__(self, name: str, config: RuntimeConfig) -> None:
-        self.name = name
-        self.config = config
-
-    def start(self, spec: SessionSpec, control: SessionControl) -> tuple[Handle, TurnResult]:
-        handle = CliHandle(spec)
-        return handle, self._turn(handle, spec.prompt, control, spec.resume_from)
-
-    def resume(self, handle: Handle, message: str, control: SessionControl) -> TurnResult:
-        assert isinstance(handle, CliHandle)
-        return self._turn(handle, message, control, handle.runtime_session_id)
-
-    def end(self, handle: Handle) -> Transcript:
-        return end_transcript(handle)
-
+class AiderRuntime(CliRuntime):
     def argv(self, binary: str, message: Path, history: Path) -> list[str]:
         argv = [binary, "--message-file", str(message), *FLAGS]
         argv += ["--chat-history-file", str(history)]

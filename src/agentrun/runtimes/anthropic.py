@@ -8,21 +8,18 @@ true``, tools as ``tool_use`` / ``tool_result`` blocks, usage from ``message_sta
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from agentrun.config import RuntimeConfig
 from agentrun.events import Usage
 from agentrun.runtimes import failures
-from agentrun.runtimes.base import Probe, Runtime, register
 from agentrun.runtimes.toolloop import (
-    ApiRuntime,
     Call,
     Message,
     Reply,
     StreamFailure,
     loads,
-    probe,
+    register_wire,
 )
 from agentrun.runtimes.tools import ToolResult, ToolSpec
 
@@ -158,15 +155,4 @@ def _input_tokens(usage: dict[str, Any]) -> int:
     return sum(int(usage.get(key) or 0) for key in keys)
 
 
-WIRE = Messages()
-
-
-def make(name: str, config: RuntimeConfig) -> Runtime:
-    return ApiRuntime(name, config, WIRE)
-
-
-def check(config: RuntimeConfig, environ: Mapping[str, str]) -> Probe:
-    return probe(WIRE, config, environ)
-
-
-register("anthropic", make, check)
+register_wire("anthropic", Messages())

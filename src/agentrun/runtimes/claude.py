@@ -32,14 +32,12 @@ from agentrun.runtimes.base import (
     Handle,
     Probe,
     SessionControl,
-    SessionSpec,
-    Transcript,
     TurnResult,
-    end_transcript,
     register,
 )
 from agentrun.runtimes.cli import (
     CliHandle,
+    CliRuntime,
     clip,
     failed,
     indent,
@@ -146,22 +144,7 @@ def usage_of(result: Mapping[str, Any] | None) -> Usage:
     )
 
 
-class ClaudeRuntime:
-    def __init__(self, name: str, config: RuntimeConfig) -> None:
-        self.name = name
-        self.config = config
-
-    def start(self, spec: SessionSpec, control: SessionControl) -> tuple[Handle, TurnResult]:
-        handle = CliHandle(spec)
-        return handle, self._turn(handle, spec.prompt, control, spec.resume_from)
-
-    def resume(self, handle: Handle, message: str, control: SessionControl) -> TurnResult:
-        assert isinstance(handle, CliHandle)
-        return self._turn(handle, message, control, handle.runtime_session_id)
-
-    def end(self, handle: Handle) -> Transcript:
-        return end_transcript(handle)
-
+class ClaudeRuntime(CliRuntime):
     def argv(self, binary: str, resume: str | None) -> list[str]:
         argv = [binary, "-p", "--output-format", "stream-json", "--verbose"]
         if self.config.model:

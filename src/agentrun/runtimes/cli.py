@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +36,9 @@ from agentrun.runtimes.base import (
     Probe,
     SessionControl,
     SessionSpec,
+    Transcript,
     TurnResult,
+    end_transcript,
 )
 from agentrun.runtimes.failures import describe, for_status
 
@@ -69,6 +72,31 @@ class CliHandle(Handle):
 
     def remaining(self) -> float:
         return self.spec.budget_seconds - (time.monotonic() - self.started)
+
+
+class CliRuntime(ABC):
+    """What the CLI runtimes share: a session is a handle and turns of the CLI."""
+
+    def __init__(self, name: str, config: RuntimeConfig) -> None:
+        self.name = name
+        self.config = config
+
+    def start(self, spec: SessionSpec, control: SessionControl) -> tuple[Handle, TurnResult]:
+        handle = CliHandle(spec)
+        return handle, self._turn(handle, spec.prompt, control, spec.resume_from)
+
+    def resume(self, handle: Handle, message: str, control: SessionControl) -> TurnResult:
+        assert isinstance(handle, CliHandle)
+        return self._turn(handle, message, control, handle.runtime_session_id)
+
+    def end(self, handle: Handle) -> Transcript:
+        return end_transcript(handle)
+
+    @abstractmethod
+    def _turn(
+        self, handle: CliHandle, prompt: str, control: SessionControl, resume: str | None
+    ) -> TurnResult:
+        """Run the CLI once: a new session, or ``resume`` the CLI's own session id."""
 
 
 def locate(config: RuntimeConfig, default: str, path: str | None) -> str | None:

@@ -46,14 +46,12 @@ from agentrun.runtimes.base import (
     Handle,
     Probe,
     SessionControl,
-    SessionSpec,
-    Transcript,
     TurnResult,
-    end_transcript,
     register,
 )
 from agentrun.runtimes.cli import (
     CliHandle,
+    CliRuntime,
     clip,
     failed,
     indent,
@@ -168,22 +166,7 @@ def thread_totals(env: Mapping[str, str], thread_id: str) -> tuple[int, int]:
     return totals
 
 
-class CodexRuntime:
-    def __init__(self, name: str, config: RuntimeConfig) -> None:
-        self.name = name
-        self.config = config
-
-    def start(self, spec: SessionSpec, control: SessionControl) -> tuple[Handle, TurnResult]:
-        handle = CliHandle(spec)
-        return handle, self._turn(handle, spec.prompt, control, spec.resume_from)
-
-    def resume(self, handle: Handle, message: str, control: SessionControl) -> TurnResult:
-        assert isinstance(handle, CliHandle)
-        return self._turn(handle, message, control, handle.runtime_session_id)
-
-    def end(self, handle: Handle) -> Transcript:
-        return end_transcript(handle)
-
+class CodexRuntime(CliRuntime):
     def argv(self, binary: str, resume: str | None) -> list[str]:
         argv = [binary, "exec", "--json", "--skip-git-repo-check", "-s", "workspace-write"]
         for setting in SETTINGS:

@@ -8,21 +8,18 @@ module only shapes requests and reads the stream.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from agentrun.config import RuntimeConfig
 from agentrun.events import Usage
 from agentrun.runtimes import failures
-from agentrun.runtimes.base import Probe, Runtime, register
 from agentrun.runtimes.toolloop import (
-    ApiRuntime,
     Call,
     Message,
     Reply,
     StreamFailure,
     loads,
-    probe,
+    register_wire,
 )
 from agentrun.runtimes.tools import ToolResult, ToolSpec
 
@@ -145,15 +142,4 @@ def _stream_error(error: Any) -> StreamFailure:
     return StreamFailure(status, str(error.get("message") or code or "error in the stream"))
 
 
-WIRE = ChatCompletions()
-
-
-def make(name: str, config: RuntimeConfig) -> Runtime:
-    return ApiRuntime(name, config, WIRE)
-
-
-def check(config: RuntimeConfig, environ: Mapping[str, str]) -> Probe:
-    return probe(WIRE, config, environ)
-
-
-register("openai", make, check)
+register_wire("openai", ChatCompletions())

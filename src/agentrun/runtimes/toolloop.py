@@ -39,6 +39,7 @@ from agentrun.runtimes.base import (
     TurnResult,
     end_transcript,
     key_variable,
+    register,
 )
 from agentrun.runtimes.failures import Failure
 from agentrun.runtimes.tools import VERB_TOOLS, Toolbox, ToolResult, ToolSpec, verbs_of
@@ -384,3 +385,12 @@ def probe(wire: Wire, config: RuntimeConfig, environ: Mapping[str, str]) -> Prob
         detail = f"HTTP {response.status_code}: {failures.error_message(response.text)}"
         return Probe(False, f"{url}: {failures.describe(row, detail, variable, url)}")
     return Probe(True, f"{said}, {url} answers")
+
+
+def register_wire(kind: str, wire: Wire) -> None:
+    """Register an API runtime kind: the shared tool loop over ``wire``."""
+    register(
+        kind,
+        lambda name, config: ApiRuntime(name, config, wire),
+        lambda config, environ: probe(wire, config, environ),
+    )
