@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import click
 
-from agentrun.commands.doctor import Diagnosis
 from agentrun.commands.inspect import BuildRow
 from agentrun.events import describe_actor
 from agentrun.forge.base import ProposalInfo
 from agentrun.kernel.state import BuildState
 from agentrun.store.log import Stored
+
+if TYPE_CHECKING:
+    from agentrun.commands.doctor import Diagnosis
 
 
 def age(when: datetime | None, now: datetime | None = None) -> str:
