@@ -542,24 +542,24 @@ CASES = [
         Wait("parked"),
     ),
     Case(
-        "an answered agent escalation re-runs the same phase",
+        "an answered agent escalation re-runs the same phase as its next attempt",
         lambda b: to_implement(b).steps("escalate").answer("postgres"),
-        implement(1, feedback=(answered("e1", QUESTION, "postgres"),)),
+        implement(1, attempt=2, feedback=(answered("e1", QUESTION, "postgres"),)),
     ),
     Case(
         "a plan-review escalation re-runs plan-review",
         lambda b: b.steps("ok", "escalate").answer("yes"),
-        plan_review(feedback=(answered("e1", QUESTION, "yes"),)),
+        plan_review(attempt=2, feedback=(answered("e1", QUESTION, "yes"),)),
     ),
     Case(
         "a code-review escalation re-runs code-review",
         lambda b: to_code_review(b).steps("escalate").answer("keep it"),
-        code_review(feedback=(answered("e1", QUESTION, "keep it"),)),
+        code_review(attempt=2, feedback=(answered("e1", QUESTION, "keep it"),)),
     ),
     Case(
         "an agent verify escalation re-runs the step",
         lambda b: to_verify(b).steps("escalate").answer("fine"),
-        RunAgentVerify("security", "security-review", 1, 1, (answered("e1", QUESTION, "fine"),)),
+        RunAgentVerify("security", "security-review", 1, 2, (answered("e1", QUESTION, "fine"),)),
         AGENT_VERIFY,
     ),
     Case(

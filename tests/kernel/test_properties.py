@@ -234,8 +234,11 @@ def test_the_guards_hold_at_every_decision(scenario: Scenario) -> None:
             assert not state.paused
             assert state.session is None and state.in_flight is None
         if isinstance(decision, RunPhase | RunCheck | RunAgentVerify):
-            # Failures are bounded by the attempts, interruptions by their own limit.
-            bound = policy.max_phase_attempts + policy.max_phase_attempts + 2
+            # Failures are bounded by the attempts, interruptions by their own limit; a run
+            # that ended asking a human (and was answered) adds one.
+            phase = decision.phase if isinstance(decision, RunPhase) else f"verify:{decision.step}"
+            asked = state.asked.get(f"{phase}@{decision.round}", 0)
+            bound = policy.max_phase_attempts + policy.max_phase_attempts + 2 + asked
             assert 1 <= decision.attempt <= bound
             planning = isinstance(decision, RunPhase) and decision.phase in ("plan", "plan-review")
             limit = state.plan_round_limit if planning else state.impl_round_limit

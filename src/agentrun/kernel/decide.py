@@ -196,7 +196,7 @@ def _pipeline(s: BuildState) -> Decision:
 def _attempt(s: BuildState, phase: str, round_: int) -> int:
     """Which run of the phase in this round this is: failures and interruptions so far, + 1."""
     key = attempt_key(phase, round_)
-    return s.attempts.get(key, 0) + s.interruptions.get(key, 0) + 1
+    return s.runs(key) + 1
 
 
 def _run_phase(

@@ -229,7 +229,7 @@ def _phase_failed(s: BuildState, p: PhaseFailed) -> Changes:
 
 def _in_flight(s: BuildState, phase: str, round_: int, event: Event) -> InFlight:
     key = attempt_key(phase, round_)
-    attempt = s.attempts.get(key, 0) + s.interruptions.get(key, 0) + 1
+    attempt = s.runs(key) + 1
     return InFlight(key=key, phase=phase, round=round_, attempt=attempt, started=event.ts)
 
 
@@ -277,7 +277,12 @@ def _session_ended(s: BuildState, p: SessionEnded) -> Changes:
         else:
             changes.update(_next_impl_round(s, report.findings))
     elif isinstance(report, EscalationRaised):
-        changes.update(in_flight=None, escalations=(*s.escalations, _escalation(report)))
+        # The phase runs again once answered: as its next attempt, not counted as failed.
+        key = attempt_key(session.phase, session.round)
+        asked = {**s.asked, key: s.asked.get(key, 0) + 1}
+        changes.update(
+            in_flight=None, escalations=(*s.escalations, _escalation(report)), asked=asked
+        )
     return changes
 
 

@@ -145,6 +145,12 @@ class BuildState(_Frozen):
     in_flight: InFlight | None = None
     attempts: dict[str, int] = {}
     interruptions: dict[str, int] = {}
+    asked: dict[str, int] = {}  # runs of a phase that ended asking a human
+
+    def runs(self, key: str) -> int:
+        """How often the phase ``key`` (``implement@2``) ran and did not complete."""
+        return self.attempts.get(key, 0) + self.interruptions.get(key, 0) + self.asked.get(key, 0)
+
     blocked: dict[str, str] = {}
     last_error: dict[str, str] = {}
     setup_failures: int = 0

@@ -31,6 +31,7 @@ from agentrun.gitrepo import (
 from agentrun.hook.guards import Rules, check_diff, check_workdir, summary
 
 PROTECTED = ".agentrun/"
+DISCARDED = "refs/agentrun/discarded/"
 SCRATCH_PREFIX = SCRATCH.as_posix() + "/"
 
 
@@ -65,8 +66,14 @@ class Workspace:
         self.path = worktrees_dir(repo) / slug
 
     def prepare(self, head: str) -> Path:
-        """Reset the branch and worktree to ``head``, discarding what a dead session left."""
+        """Reset the branch and worktree to ``head``, discarding what a dead session left.
+
+        Commits on the branch that the log does not know (a dead session's, or a
+        person's) are not lost: the tip they were on is kept in
+        ``refs/agentrun/discarded/<slug>``.
+        """
         try:
+            self._keep_unknown_tip(head)
             self.repo.references.create(self.branch_ref, pygit2.Oid(hex=head), force=True)
             if not (self.path / ".git").exists():
                 self._add_worktree()
@@ -78,6 +85,15 @@ class Workspace:
             raise RuntimeSetupError(f"cannot prepare the worktree {self.path}: {detail}") from None
         ensure_scratch(self.path)
         return self.path
+
+    def _keep_unknown_tip(self, head: str) -> None:
+        current = self.repo.references.get(self.branch_ref)
+        if current is None or str(current.target) == head:
+            return
+        if self.repo.descendant_of(head, current.target):
+            return  # behind the log's head: nothing of its own to keep
+        name = f"{DISCARDED}{self.slug}"
+        self.repo.references.create(name, current.target, force=True)
 
     def _add_worktree(self) -> None:
         if self.path.exists():
