@@ -380,7 +380,8 @@ class EscalationRaised(Frozen):
     session: str | None = None
 
     def summary(self) -> str:
-        return f"{self.id} ({self.source}, {self.cause}): {self.question}"
+        why = self.source if self.cause == self.source else f"{self.source}, {self.cause}"
+        return f"{self.id} ({why}): {self.question}"
 
 
 class EscalationAnswered(Frozen):

@@ -19,7 +19,7 @@ from agentrun import __version__
 from agentrun.cli.main import cli
 from agentrun.commands.build import create_build, run_build
 from agentrun.commands.init import template_text
-from agentrun.events import EscalationRaised
+from agentrun.events import EscalationRaised, ObservationRecorded
 from agentrun.store.lease import acquire
 from agentrun.store.log import Draft, EventLog
 
@@ -531,8 +531,12 @@ def test_a_bad_event_in_the_log_is_named(
     bad = append_by_hand(here, slug, message)
     before = refs(here), tip(repo, slug)
 
-    for args in (["status"], ["log", slug], ["resume", slug]):
+    for args in (["log", slug], ["resume", slug]):
         user_error(invoke(*args), f"commit {bad[:12]} {problem}")
+    # status still lists what it can read, and names the build it cannot, with exit 1.
+    listed = invoke("status")
+    assert (listed.exit_code, listed.stdout) == (1, "")
+    assert listed.stderr == f"agentrun: build {slug} cannot be read: commit {bad[:12]} {problem}\n"
     assert (refs(here), tip(repo, slug)) == before
 
 
@@ -584,3 +588,22 @@ def test_demo(tmp_path: Path) -> None:
     branch = lines[lines.index(f"== build branch agentrun/{slug} ==") + 1 :]
     assert branch[0].split()[1].startswith("plan@1:")
     assert lines[-1] == f"demo build {slug}: complete"
+
+
+def test_a_reader_that_stops_early_is_not_a_bug(here: Path, repo: pygit2.Repository) -> None:
+    """`git agentrun log SLUG | head -1`: the closed pipe ends the command quietly."""
+    slug = completed(here, repo)
+    # More than a pipe holds (64 KiB), so that the writer really meets the closed pipe.
+    log = EventLog(repo)
+    notes = [Draft(ObservationRecorded(phase="x", text="y" * 100)) for _ in range(1000)]
+    log.append(slug, notes, log.tip(slug))
+    done = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", f"git agentrun log {slug} | head -1"],
+        cwd=here,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.split()[3] == "build.created"

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pygit2
 import pytest
 from conftest import git
 
+from agentrun.commands.control import request_resume
 from agentrun.commands.pulls import checkout_pull, close_pull, list_pulls, merge_pull, show_pull
-from agentrun.errors import ForgeError
+from agentrun.errors import ForgeError, UnknownBuildError
 from agentrun.events import BuildCreated, HumanActor, ProposalClosed
 from agentrun.forge.local import LocalForge
 from agentrun.store.archive import archived
+from agentrun.store.lease import acquire
 from agentrun.store.log import Draft, EventLog
 
 SLUG = "fix-login"
@@ -43,9 +46,14 @@ def start_build(repo: pygit2.Repository, slug: str = SLUG) -> None:
     EventLog(repo).append(slug, [Draft(created)], None)
 
 
-def open_pull(repo: pygit2.Repository, build: str | None = SLUG) -> int:
+def open_pull(repo: pygit2.Repository, build: str | None = SLUG, ready: bool = True) -> int:
+    """A proposal of the build branch; ready for review, as after a green build."""
     commit_on(repo, BRANCH, {"login.py": "fixed = True\n"})
-    return LocalForge(repo).open_draft("Fix login", "body", BRANCH, "main", build).number
+    forge = LocalForge(repo)
+    number = forge.open_draft("Fix login", "body", BRANCH, "main", build).number
+    if ready:
+        forge.mark_ready(number)
+    return number
 
 
 def assert_finished(repo: pygit2.Repository, number: int, merged: bool) -> None:
@@ -192,9 +200,42 @@ def test_merge_pull_refused_on_conflict_leaves_the_build_live(
     start_build(repo)
     commit_on(repo, BRANCH, {"README.md": "theirs\n"})
     number = LocalForge(repo).open_draft("Fix", "", BRANCH, "main", SLUG).number
+    LocalForge(repo).mark_ready(number)
     (repo_path / "README.md").write_text("ours\n")
     git(repo_path, "commit", "-q", "-am", "ours")
     with pytest.raises(ForgeError, match="conflicts"):
         merge_pull(repo, number)
     assert repo.references.get(f"refs/agentrun/builds/{SLUG}") is not None
     assert [s.event.type for s in EventLog(repo).read(SLUG)] == ["build.created"]
+
+
+def test_a_draft_is_merged_only_with_force(repo: pygit2.Repository) -> None:
+    start_build(repo)
+    number = open_pull(repo, ready=False)
+    base = str(repo.references["refs/heads/main"].target)
+    with pytest.raises(ForgeError, match="still a draft"):
+        merge_pull(repo, number)
+    assert str(repo.references["refs/heads/main"].target) == base
+    assert LocalForge(repo).get(number).state == "open"
+    merge_pull(repo, number, force=True)
+    assert_finished(repo, number, merged=True)
+
+
+@pytest.mark.parametrize("finish", [merge_pull, close_pull])
+def test_a_running_build_is_not_finished_under_its_runner(
+    repo: pygit2.Repository, finish: Callable[[pygit2.Repository, int], object]
+) -> None:
+    start_build(repo)
+    number = open_pull(repo)
+    acquire(repo, SLUG, "runner-a")
+    with pytest.raises(ForgeError, match=f"build {SLUG} of #{number} is running"):
+        finish(repo, number)
+    assert LocalForge(repo).get(number).state == "open"
+    assert repo.references.get(f"refs/agentrun/builds/{SLUG}") is not None
+
+
+def test_an_archived_build_says_so_when_steered(repo: pygit2.Repository) -> None:
+    start_build(repo)
+    merge_pull(repo, open_pull(repo))
+    with pytest.raises(UnknownBuildError, match=f"build {SLUG} is archived"):
+        request_resume(repo, SLUG)

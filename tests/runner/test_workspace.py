@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pygit2
+from runner.helpers import configure, git
 
 from agentrun.commands.build import create_build, resume_build, run_build
 from agentrun.commands.control import answer
 from agentrun.runner.workspace import DISCARDED
-from runner.helpers import configure, git
 
 ESCALATE = {"phase": "implement", "round": 1, "attempt": 1, "verb": "escalate", "text": "which?"}
 

@@ -81,12 +81,21 @@ def test_archiving_several_builds_keeps_all(repo: pygit2.Repository, repo_path: 
     assert [words[3] for words in named] == [tips["c"], tips["b"], tips["a"]]
 
 
-def test_archive_drops_the_lease(repo: pygit2.Repository) -> None:
+def test_archive_drops_a_stale_lease(repo: pygit2.Repository) -> None:
     log = EventLog(repo)
     finished_build(log, "done-build")
-    acquire(repo, "done-build", "runner-a")
+    acquire(repo, "done-build", "runner-a", ttl=-3600)  # expired an hour ago
     archive(repo, "done-build", "complete")
     assert read_lease(repo, "done-build") is None
+
+
+def test_archive_leaves_a_live_runner_its_lease(repo: pygit2.Repository) -> None:
+    log = EventLog(repo)
+    finished_build(log, "done-build")
+    lease = acquire(repo, "done-build", "runner-a")
+    archive(repo, "done-build", "complete")
+    held = read_lease(repo, "done-build")
+    assert held is not None and held[0] == lease.oid
 
 
 def test_a_rebuilt_slug_can_be_archived_again(repo: pygit2.Repository) -> None:

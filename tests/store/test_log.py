@@ -22,6 +22,7 @@ from agentrun.errors import (
 from agentrun.events import (
     AgentActor,
     BuildCreated,
+    BuildPauseRequested,
     CodeReviewVerdict,
     HumanActor,
     KernelActor,
@@ -509,3 +510,18 @@ def test_a_build_log_is_invisible_to_branches_and_tags(
         text=True,
         check=True,
     ).stdout.split() == [REF]
+
+
+def test_a_seq_that_does_not_follow_its_parent_is_named(
+    repo: pygit2.Repository, repo_path: Path
+) -> None:
+    """seq is the parent's + 1: a log with a gap was not appended by agentrun."""
+    log = EventLog(repo)
+    created = BuildCreated(goal="g", base_ref="main", base_sha="0" * 40, branch="agentrun/gap")
+    tip, _ = log.append("gap", [Draft(created)], None)
+    wrong = Tip(tip.oid, 4)  # pretend the parent was seq 4: the event says 5
+    tip, stored = log.append("gap", [Draft(BuildPauseRequested())], wrong)
+    with pytest.raises(
+        MalformedEventError, match=f"commit {stored[0].oid[:12]} has seq 5 after seq 1"
+    ):
+        log.read("gap")

@@ -36,6 +36,10 @@ class AgentrunGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("agentrun: interrupted", err=True)
             ctx.exit(EXIT_INTERRUPT)
+        except BrokenPipeError:
+            # The reader went away (`git agentrun log X | head`): not an error of ours.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            ctx.exit(0)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception:
@@ -161,6 +165,16 @@ def resume(slug: str) -> None:
 
 
 @cli.command()
+@click.argument("remote", default="origin")
+def sync(remote: str) -> None:
+    """Fetch and push build logs, notes and build branches with REMOTE (origin)."""
+    from agentrun.commands.sync import sync_with
+
+    for line in sync_with(_repo(), remote):
+        click.echo(line)
+
+
+@cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (schema 1).")
 @click.option("--live-only", is_flag=True, help="Leave archived builds out.")
 def status(as_json: bool, live_only: bool) -> None:
@@ -168,11 +182,15 @@ def status(as_json: bool, live_only: bool) -> None:
     from agentrun.cli.render import status_table
     from agentrun.commands.inspect import rows, status_json
 
-    found = rows(_repo(), include_archived=not live_only)
+    listing = rows(_repo(), include_archived=not live_only)
     if as_json:
-        _echo_json(status_json(found))
-    else:
-        status_table(found)
+        _echo_json(status_json(listing))
+    elif listing.rows or not listing.unreadable:
+        status_table(listing.rows)
+    for slug, error in listing.unreadable:
+        click.echo(f"agentrun: build {slug} cannot be read: {error}", err=True)
+    if listing.unreadable:
+        raise click.exceptions.Exit(EXIT_USER)
 
 
 @cli.command()
@@ -281,11 +299,12 @@ def pulls_checkout(number: int) -> None:
 
 @pulls.command("merge")
 @click.argument("number", type=int)
-def pulls_merge(number: int) -> None:
+@click.option("--force", is_flag=True, help="Merge a draft whose build has not passed yet.")
+def pulls_merge(number: int, force: bool) -> None:
     """Merge a proposal into its base branch, and archive its build."""
     from agentrun.commands.pulls import merge_pull
 
-    sha = merge_pull(_repo(), number)
+    sha = merge_pull(_repo(), number, force)
     click.echo(f"merged #{number}; base is now at {sha[:10]}")
 
 

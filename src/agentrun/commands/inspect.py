@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import pygit2
@@ -74,24 +74,41 @@ def locate(repo: pygit2.Repository, slug: str) -> tuple[str, bool]:
     raise UnknownBuildError(f"no build named {slug!r}: `git agentrun status` lists the builds")
 
 
-def rows(repo: pygit2.Repository, include_archived: bool = True) -> list[BuildRow]:
+@dataclass(frozen=True)
+class Listing:
+    rows: list[BuildRow]
+    unreadable: list[tuple[str, str]]  # (slug, what is wrong): one bad log hides no other
+
+
+def rows(repo: pygit2.Repository, include_archived: bool = True) -> Listing:
     log, cache = EventLog(repo), StateCache(repo)
     found: list[BuildRow] = []
-    for slug in log.slugs():
-        tip, state = load_state(log, cache, slug)
-        lease = read_lease(repo, slug)
-        runner = f"{lease[1].holder}@{lease[1].host}" if lease else None
-        found.append(BuildRow(state, tip, False, runner))
+    unreadable: list[tuple[str, str]] = []
+    places: list[tuple[str, str | None, bool]] = [(slug, None, False) for slug in log.slugs()]
     if include_archived:
-        for slug, tip in archived(repo).items():
-            _, state = load_state(log, cache, slug, tip)
-            found.append(BuildRow(state, tip, True, None))
-    found.sort(key=lambda r: r.state.created_at or datetime.min, reverse=True)
-    return found
+        places += [(slug, tip, True) for slug, tip in archived(repo).items()]
+    for slug, at, old in places:
+        try:
+            tip, state = load_state(log, cache, slug, at)
+        except AgentrunError as exc:
+            unreadable.append((slug, str(exc)))
+            continue
+        lease = None if old else read_lease(repo, slug)
+        runner = f"{lease[1].holder}@{lease[1].host}" if lease else None
+        found.append(BuildRow(state, tip, old, runner))
+    found.sort(key=lambda r: r.state.created_at or EPOCH, reverse=True)
+    return Listing(found, unreadable)
 
 
-def status_json(found: list[BuildRow]) -> dict[str, Any]:
-    return {"schema": JSON_SCHEMA, "builds": [r.as_json() for r in found]}
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def status_json(listing: Listing) -> dict[str, Any]:
+    return {
+        "schema": JSON_SCHEMA,
+        "builds": [r.as_json() for r in listing.rows],
+        "unreadable": [{"slug": slug, "error": error} for slug, error in listing.unreadable],
+    }
 
 
 def timeline(repo: pygit2.Repository, slug: str) -> list[Stored]:

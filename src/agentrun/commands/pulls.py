@@ -14,9 +14,10 @@ from agentrun.errors import ConcurrentUpdateError, ForgeError
 from agentrun.events import HumanActor, ProposalClosed
 from agentrun.forge.base import ProposalInfo
 from agentrun.forge.local import LocalForge, git_in, tracked_changes
-from agentrun.gitrepo import user_login
+from agentrun.gitrepo import now_utc, user_login
 from agentrun.store.archive import archive
 from agentrun.store.cache import StateCache, load_state
+from agentrun.store.lease import read_lease
 from agentrun.store.log import Draft, EventLog
 
 _ATTEMPTS = 20
@@ -51,14 +52,23 @@ def checkout_pull(repo: pygit2.Repository, number: int) -> str:
     return info.head
 
 
-def merge_pull(repo: pygit2.Repository, number: int) -> str:
-    """Merge the proposal into its base, then finish its build; returns the new base sha."""
+def merge_pull(repo: pygit2.Repository, number: int, force: bool = False) -> str:
+    """Merge the proposal into its base, then finish its build; returns the new base sha.
+
+    A draft is not merged without ``force``: its build has not passed verification.
+    """
     forge = LocalForge(repo)
     info = forge.get(number)
     if info.state == "merged" and _build_live(repo, info):
         # An earlier merge stopped before its build was archived: finish that instead.
         _finish_build(repo, info, merged=True)
         return _branch_tip(repo, info.base)
+    _refuse_while_running(repo, info, "merge")
+    if info.state == "open" and info.draft and not force:
+        raise ForgeError(
+            f"#{number} is still a draft: its build has not passed verification "
+            "(`git agentrun pulls merge --force` merges it anyway)"
+        )
     sha = forge.merge(number)
     _finish_build(repo, forge.get(number), merged=True)
     return sha
@@ -71,8 +81,22 @@ def close_pull(repo: pygit2.Repository, number: int) -> None:
     if info.state == "closed" and _build_live(repo, info):
         _finish_build(repo, info, merged=False)
         return
+    _refuse_while_running(repo, info, "close")
     forge.close(number)
     _finish_build(repo, forge.get(number), merged=False)
+
+
+def _refuse_while_running(repo: pygit2.Repository, info: ProposalInfo, verb: str) -> None:
+    """A build a runner is executing right now is not finished under its feet."""
+    if info.build is None:
+        return
+    held = read_lease(repo, info.build)
+    if held is not None and not held[1].expired(now_utc()) and not held[1].holder_dead_here():
+        raise ForgeError(
+            f"build {info.build} of #{info.number} is running ({held[1].holder} on "
+            f"{held[1].host}): pause or abort it (`git agentrun abort {info.build}`), "
+            f"then {verb} again"
+        )
 
 
 def _build_live(repo: pygit2.Repository, info: ProposalInfo) -> bool:

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 BUILD_BRANCHES = "refs/heads/agentrun/"
 _SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
-REMOTE_TIMEOUT = 300  # seconds for one ls-remote or push of the state refs
 
 
 class HookInputError(AgentrunError):
@@ -237,6 +236,7 @@ def push_state(
     """
     from agentrun.store.log import build_ref
     from agentrun.store.notes import NOTES_REF
+    from agentrun.store.sync import RefUpdate, push_atomic
 
     if remote_refs is None:
         return [
@@ -250,7 +250,9 @@ def push_state(
         except AgentrunError:
             continue  # agentrun/<name> that no build could have: a branch like any other
     wanted.append((NOTES_REF, NOTES_REF))
-    leases, refspecs, pushed, lines = [], [], [], []
+    updates: list[RefUpdate] = []
+    pushed: list[str] = []
+    lines: list[str] = []
     for ref, what in wanted:
         found = repo.references.get(ref)
         if found is None:
@@ -264,13 +266,11 @@ def push_state(
                 f"left as it is (nothing overwritten); `git agentrun sync {remote}` merges them"
             )
             continue
-        leases.append(f"--force-with-lease={ref}:{theirs or ''}")
-        refspecs.append(f"{ours}:{ref}")
+        updates.append(RefUpdate(ref, ours, theirs))
         pushed.append(what)
-    if not refspecs:
+    if not updates:
         return lines
-    argv = ["git", "push", "--atomic", "--no-verify", "--quiet", remote, *leases, *refspecs]
-    done = _git(argv, cwd, environ)
+    done = push_atomic(remote, updates, cwd, environ)
     if done is not None and done.returncode == 0:
         return [*lines, f"agentrun: pushed {_and(pushed)} to {remote}"]
     why = _last_line(done.stderr if done else "") or "no answer"
@@ -329,18 +329,9 @@ def _ls_remote(remote: str, cwd: Path, environ: Mapping[str, str]) -> dict[str, 
 def _git(
     argv: list[str], cwd: Path, environ: Mapping[str, str]
 ) -> subprocess.CompletedProcess[str] | None:
-    try:
-        return subprocess.run(
-            argv,
-            cwd=cwd,
-            env=dict(environ),
-            capture_output=True,
-            text=True,
-            timeout=REMOTE_TIMEOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+    from agentrun.store.sync import run_git
+
+    return run_git(argv, cwd, environ)
 
 
 def _build_base(repo: pygit2.Repository, slug: str) -> str | None:

@@ -54,6 +54,13 @@ def load_state(
     """The state at ``tip`` (the live tip by default), incrementally from the cache."""
     tip = tip or log.tip_oid(slug)
     if tip is None:
+        from agentrun.store.archive import archived
+
+        if slug in archived(log.repo):
+            raise UnknownBuildError(
+                f"build {slug} is archived (its proposal was merged or closed): nothing more "
+                f"happens to it; `git agentrun log {slug}` shows its history"
+            )
         raise UnknownBuildError(f"no build named {slug!r}: `git agentrun status` lists the builds")
     cached = cache.get(slug)
     if cached is not None and cached[0] == tip:

@@ -17,7 +17,12 @@ from datetime import datetime
 
 import pygit2
 
-from agentrun.errors import ConcurrentUpdateError, InvalidEventError, UnknownBuildError
+from agentrun.errors import (
+    ConcurrentUpdateError,
+    InvalidEventError,
+    MalformedEventError,
+    UnknownBuildError,
+)
 from agentrun.events import Actor, Event, KernelActor, check_payload, decode, encode
 from agentrun.gitrepo import (
     EMPTY_TREE,
@@ -110,11 +115,21 @@ class EventLog:
         """Events from the root (or after ``stop``) up to ``tip``, oldest first."""
         walker = self.repo.walk(tip, WALK_OLDEST_FIRST)
         walker.simplify_first_parent()
+        previous = 0
         if stop is not None:
             walker.hide(stop)
+            previous = self.event_at(stop).seq
         for commit in walker:
             oid = str(commit.id)
-            yield Stored(oid, decode(commit.message, oid[:12]))
+            event = decode(commit.message, oid[:12])
+            if event.seq != previous + 1:
+                # seq is the parent's + 1 (DESIGN §2): anything else was not appended here.
+                raise MalformedEventError(
+                    f"commit {oid[:12]} has seq {event.seq} after seq {previous}: "
+                    "the build log was not written by agentrun"
+                )
+            previous = event.seq
+            yield Stored(oid, event)
 
     def read(self, slug: str, tip: str | None = None) -> list[Stored]:
         start = tip or self.tip_oid(slug)

@@ -1,0 +1,126 @@
+"""Leases on a remote (DESIGN §2 "Leases and fencing"): two machines never run one build.
+
+The lease ref is pushed with an empty expected value (the remote must not have it), or,
+over an expired lease, with the oid seen; of two machines claiming at once, one wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import pygit2
+from pydantic import ValidationError
+
+from agentrun import procs
+from agentrun.errors import LeaseHeldError, LeaseLostError
+from agentrun.gitrepo import commit_at, empty_tree, now_utc, signature
+from agentrun.store.lease import TTL_SECONDS, LeaseInfo, lease_ref
+from agentrun.store.sync import RefUpdate, Remote, SyncError, last_line
+
+
+@dataclass
+class RemoteLease:
+    """A lease held on ``remote``: another machine's claim fails until it is released."""
+
+    remote: Remote
+    slug: str
+    oid: str
+    info: LeaseInfo
+    ttl: float = TTL_SECONDS
+
+    def renew(self, now: datetime | None = None) -> None:
+        info = self.info.model_copy(
+            update={
+                "generation": self.info.generation + 1,
+                "expires_at": (now or now_utc()) + timedelta(seconds=self.ttl),
+            }
+        )
+        oid = _lease_commit(self.remote.repo, info)
+        done = self.remote.push([RefUpdate(lease_ref(self.slug), oid, self.oid)])
+        if done is None or done.returncode != 0:
+            raise LeaseLostError(
+                f"the lease on {self.slug} at {self.remote.name} was taken by another "
+                "machine (or the remote could not be reached); stopping"
+            )
+        self.oid, self.info = oid, info
+
+    def release(self) -> bool:
+        """Delete the lease on the remote if it is still ours; False if it was not."""
+        done = self.remote.push([RefUpdate(lease_ref(self.slug), "", self.oid)])
+        return done is not None and done.returncode == 0
+
+
+def claim_remote(
+    repo: pygit2.Repository,
+    remote: str,
+    slug: str,
+    holder: str,
+    ttl: float = TTL_SECONDS,
+    now: datetime | None = None,
+) -> RemoteLease:
+    """Claim build ``slug`` on ``remote``, or raise ``LeaseHeldError`` naming the holder.
+
+    The lease ref is pushed with an empty expected value (it must not exist there), or,
+    over an expired lease, with the oid seen: of two machines claiming at once, one wins.
+    """
+    now = now or now_utc()
+    where = Remote(repo, remote)
+    ref = lease_ref(slug)
+    seen = where.ls(ref).get(ref)
+    if seen is not None:
+        where.git("fetch", "--no-tags", "--quiet", remote, f"+{ref}:{where.tracking}leases/{slug}")
+        old = _lease_info(repo, seen)
+        if not old.expired(now) and not old.holder_dead_here():
+            raise LeaseHeldError(
+                f"build {slug} is being run by {old.holder} on {old.host} (pid {old.pid}), "
+                f"as {remote} says; its lease expires at {old.expires_at:%Y-%m-%d %H:%M:%S} "
+                "UTC. Wait for it, or stop that runner."
+            )
+    me = procs.me()
+    generation = _lease_info(repo, seen).generation + 1 if seen else 1
+    info = LeaseInfo(
+        holder=holder,
+        host=me.host,
+        boot_id=me.boot_id,
+        pid=me.pid,
+        pid_start=me.start,
+        generation=generation,
+        expires_at=now + timedelta(seconds=ttl),
+    )
+    oid = _lease_commit(repo, info)
+    done = where.push([RefUpdate(ref, oid, seen)])
+    if done is None or done.returncode != 0:
+        if where.ls(ref).get(ref) != seen:
+            raise LeaseHeldError(
+                f"another machine claimed build {slug} on {remote} at the same moment"
+            )
+        why = last_line(done.stderr if done else "") or "no answer"
+        raise SyncError(f"could not claim build {slug} on {remote} ({why})")
+    return RemoteLease(where, slug, oid, info, ttl)
+
+
+def release_remote(lease: RemoteLease) -> bool:
+    """Give the lease back on its remote (False: it was no longer ours)."""
+    return lease.release()
+
+
+def _lease_info(repo: pygit2.Repository, oid: str) -> LeaseInfo:
+    try:
+        return LeaseInfo.model_validate_json(commit_at(repo, oid).message)
+    except (ValidationError, ValueError, KeyError):
+        # An unreadable lease protects nothing: expired long ago.
+        return LeaseInfo(
+            holder="unreadable",
+            host="",
+            boot_id="",
+            pid=0,
+            pid_start=0,
+            generation=0,
+            expires_at=datetime(1970, 1, 1, tzinfo=UTC),
+        )
+
+
+def _lease_commit(repo: pygit2.Repository, info: LeaseInfo) -> str:
+    sig = signature()
+    return str(repo.create_commit(None, sig, sig, info.model_dump_json(), empty_tree(repo), []))

@@ -1,0 +1,324 @@
+"""Sync with a remote (DESIGN §2): the remote is the arbiter between machines.
+
+Fetch ``refs/agentrun/*`` into ``refs/agentrun-remotes/<remote>/*`` (never into live
+refs, never under ``refs/remotes/``), reconcile each build log locally (fast-forward,
+or re-parent the local-only events onto the remote tip), merge the notes, then push
+explicit refs in one ``--atomic`` push, each with ``--force-with-lease=<ref>:<oid
+seen>``: a writer that moved a ref since our fetch makes the whole push fail and
+nothing is overwritten. Leases on the remote are claimed the same way
+(``store/remote_lease.py``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pygit2
+
+from agentrun.errors import AgentrunError
+from agentrun.events import encode
+from agentrun.gitrepo import child_env, commit_at, common_dir
+from agentrun.store.archive import archived
+from agentrun.store.log import EventLog, build_ref, move_ref
+from agentrun.store.notes import NOTES_REF
+
+BRANCHES = "refs/heads/agentrun/"
+REMOTE_TIMEOUT = 300  # seconds for one fetch, ls-remote or push
+
+
+class SyncError(AgentrunError):
+    """The remote could not be reached, or refused a push: say what to run next."""
+
+
+# --- the git CLI, shared with the pre-push hook ------------------------------------
+
+
+@dataclass(frozen=True)
+class RefUpdate:
+    """Set ``ref`` on the remote to ``new`` ("" deletes it) if it still is ``expected``
+    (``None``: the remote must not have the ref yet)."""
+
+    ref: str
+    new: str
+    expected: str | None
+
+
+def run_git(
+    argv: Sequence[str], cwd: Path, env: Mapping[str, str]
+) -> subprocess.CompletedProcess[str] | None:
+    """Run git; ``None`` when it could not be started or ran past ``REMOTE_TIMEOUT``."""
+    try:
+        return subprocess.run(
+            list(argv),
+            cwd=cwd,
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            timeout=REMOTE_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def push_atomic(
+    remote: str,
+    updates: Sequence[RefUpdate],
+    cwd: Path,
+    env: Mapping[str, str],
+    git: Sequence[str] = ("git",),
+) -> subprocess.CompletedProcess[str] | None:
+    """One ``git push --atomic --no-verify`` of explicit refs, each compare-and-swap."""
+    leases = [f"--force-with-lease={u.ref}:{u.expected or ''}" for u in updates]
+    refspecs = [f"{u.new}:{u.ref}" for u in updates]
+    argv = [*git, "push", "--atomic", "--no-verify", "--quiet", remote, *leases, *refspecs]
+    return run_git(argv, cwd, env)
+
+
+def last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+class Remote:
+    """A named remote of ``repo``, reached with the git CLI."""
+
+    def __init__(self, repo: pygit2.Repository, name: str) -> None:
+        names = [n for n in repo.remotes.names() if n]
+        if name not in names:
+            known = ", ".join(sorted(names)) or "none"
+            raise SyncError(
+                f"no remote named {name!r} (remotes here: {known}); add it with "
+                f"`git remote add {name} URL`"
+            )
+        if repo.is_shallow:
+            raise SyncError(
+                "this clone is shallow, so build logs cannot be compared: run "
+                "`git fetch --unshallow` first"
+            )
+        self.repo, self.name = repo, name
+        self.tracking = f"refs/agentrun-remotes/{name}/"
+        self._dir = common_dir(repo)
+
+    def git(self, *args: str) -> subprocess.CompletedProcess[str]:
+        done = run_git(["git", f"--git-dir={self._dir}", *args], self._dir, child_env())
+        if done is None or done.returncode != 0:
+            why = last_line(done.stderr if done else "") or "no answer"
+            raise SyncError(f"`git {args[0]}` with {self.name} failed ({why})")
+        return done
+
+    def push(self, updates: Sequence[RefUpdate]) -> subprocess.CompletedProcess[str] | None:
+        git = ("git", f"--git-dir={self._dir}")
+        return push_atomic(self.name, updates, self._dir, child_env(), git)
+
+    def ls(self, *patterns: str) -> dict[str, str]:
+        found = {}
+        for line in self.git("ls-remote", self.name, *patterns).stdout.splitlines():
+            sha, _, ref = line.partition("\t")
+            found[ref] = sha
+        return found
+
+    def fetch(self) -> None:
+        """Bring the remote's agentrun refs, notes and build branches under ``tracking``."""
+        specs = [f"+refs/agentrun/*:{self.tracking}*"]
+        specs.append(f"+{BRANCHES}*:{self.tracking}branches/*")
+        if NOTES_REF in self.ls(NOTES_REF):
+            specs.append(f"+{NOTES_REF}:{self.tracking}notes")
+        # --prune drops tracking refs the remote no longer has (the notes ref too, when
+        # the remote has none: it then matches only the wildcard, whose source is gone).
+        self.git("fetch", "--prune", "--no-tags", "--quiet", self.name, *specs)
+
+    def seen(self, ref: str) -> str | None:
+        """The oid the last fetch saw for tracking ref ``ref``."""
+        found = self.repo.references.get(self.tracking + ref)
+        return None if found is None else str(found.target)
+
+    def seen_under(self, prefix: str) -> dict[str, str]:
+        full = self.tracking + prefix
+        return {
+            name[len(full) :]: str(self.repo.references[name].target)
+            for name in self.repo.references
+            if name.startswith(full)
+        }
+
+
+# --- sync -----------------------------------------------------------------------------
+
+
+@dataclass
+class BuildSync:
+    """What sync did to one build's log and branch."""
+
+    slug: str
+    pulled: int = 0
+    pushed: int = 0
+    reparented: int = 0
+    onto: int = 0
+    branch: str = ""  # "", "pushed", "behind", "diverged"
+    conflict: str = ""
+
+    def lines(self) -> list[str]:
+        if self.conflict:
+            what = [f"conflicts: {self.conflict}"]
+        elif self.reparented:
+            what = [
+                f"re-parented {_n(self.reparented, 'local event')} onto "
+                f"{_n(self.onto, 'remote one')}, pushed {_n(self.pushed, 'event')}"
+            ]
+        elif self.pulled:
+            what = [f"pulled {_n(self.pulled, 'event')}"]
+        elif self.pushed:
+            what = [f"pushed {_n(self.pushed, 'event')}"]
+        else:
+            what = ["up to date"]
+        branch = f"agentrun/{self.slug}"
+        what += {
+            "": [],
+            "pushed": [f"branch {branch} pushed"],
+            "behind": [f"the remote's branch {branch} is ahead of ours (left as it is)"],
+            "diverged": [
+                f"conflicts: the remote's branch {branch} has commits this clone lacks "
+                "(not pushed; merge or rebase it, then sync again)"
+            ],
+        }[self.branch]
+        return [f"build {self.slug}: " + "; ".join(what)]
+
+
+@dataclass
+class SyncResult:
+    remote: str
+    builds: list[BuildSync] = field(default_factory=list)
+    notes: str = ""  # "", "pulled", "merged", "pushed", "merged and pushed"
+
+    def lines(self) -> list[str]:
+        found = [line for build in self.builds for line in build.lines()]
+        if self.notes:
+            found.append(f"notes: {self.notes}")
+        return found or [f"up to date with {self.remote}"]
+
+
+def sync(repo: pygit2.Repository, remote_name: str) -> SyncResult:
+    """Fetch, reconcile each build log, merge notes, push atomically; one attempt.
+
+    A refused push (someone else pushed since our fetch) raises ``SyncError``: what was
+    reconciled locally stays, and running sync again fetches their work and pushes ours.
+    """
+    remote = Remote(repo, remote_name)
+    remote.fetch()
+    result, updates = SyncResult(remote_name), list[RefUpdate]()
+    theirs_logs = remote.seen_under("builds/")
+    theirs_branches = remote.seen_under("branches/")
+    gone = archived(repo)
+    log = EventLog(repo)
+    slugs = set(log.slugs()) | {s for s in theirs_logs if s not in gone}
+    for slug in sorted(slugs):
+        found = _sync_log(log, slug, theirs_logs.get(slug), updates)
+        found.branch = _sync_branch(repo, slug, theirs_branches.get(slug), updates)
+        result.builds.append(found)
+    result.notes = _sync_notes(remote, updates)
+    if updates:
+        done = remote.push(updates)
+        if done is None or done.returncode != 0:
+            why = last_line(done.stderr if done else "") or "no answer"
+            raise SyncError(
+                f"{remote_name} refused the push ({why}); nothing there was overwritten "
+                f"and this clone keeps what it merged: run `git agentrun sync {remote_name}` "
+                "again"
+            )
+    return result
+
+
+def _sync_log(log: EventLog, slug: str, theirs: str | None, updates: list[RefUpdate]) -> BuildSync:
+    repo, ref, found = log.repo, build_ref(slug), BuildSync(slug)
+    ours = log.tip_oid(slug)
+    if ours == theirs:
+        return found
+    if ours is None:
+        assert theirs is not None
+        move_ref(repo, ref, theirs, None)
+        found.pulled = log.event_at(theirs).seq
+        return found
+    if theirs is None:
+        found.pushed = log.event_at(ours).seq
+        updates.append(RefUpdate(ref, ours, None))
+        return found
+    if repo.descendant_of(theirs, ours):
+        move_ref(repo, ref, theirs, ours)
+        found.pulled = log.event_at(theirs).seq - log.event_at(ours).seq
+        return found
+    if not repo.descendant_of(ours, theirs):
+        base = repo.merge_base(ours, theirs)
+        if base is None:
+            found.conflict = "the remote's log and this one share no history (left as they are)"
+            return found
+        found.reparented, found.onto, ours = reparent(log, slug, ours, theirs, str(base))
+    found.pushed = log.event_at(ours).seq - log.event_at(theirs).seq
+    updates.append(RefUpdate(ref, ours, theirs))
+    return found
+
+
+def reparent(log: EventLog, slug: str, ours: str, theirs: str, base: str) -> tuple[int, int, str]:
+    """Re-create the events after ``base`` on ``ours`` on top of ``theirs``, seq renumbered.
+
+    Each event keeps its actor, time, writer, payload and artifacts tree; the local ref
+    moves compare-and-swap from ``ours`` to the new chain. Returns (local events moved,
+    remote events they now follow, the new tip).
+    """
+    repo = log.repo
+    parent, seq = theirs, log.event_at(theirs).seq
+    mine = list(log.walk(ours, stop=base))
+    for stored in mine:
+        seq += 1
+        commit = commit_at(repo, stored.oid)
+        message = encode(stored.event.model_copy(update={"seq": seq}))
+        new = repo.create_commit(
+            None, commit.author, commit.committer, message, commit.tree_id, [pygit2.Oid(hex=parent)]
+        )
+        parent = str(new)
+    move_ref(repo, build_ref(slug), parent, ours)
+    return len(mine), log.event_at(theirs).seq - log.event_at(base).seq, parent
+
+
+def _sync_branch(
+    repo: pygit2.Repository, slug: str, theirs: str | None, updates: list[RefUpdate]
+) -> str:
+    """Push the build branch when the remote lacks it or has an ancestor of ours."""
+    ref = BRANCHES + slug
+    local = repo.references.get(ref)
+    ours = None if local is None else str(local.resolve().target)
+    if ours is None or ours == theirs:
+        return ""
+    if theirs is not None and not repo.descendant_of(ours, theirs):
+        return "behind" if repo.descendant_of(theirs, ours) else "diverged"
+    updates.append(RefUpdate(ref, ours, theirs))
+    return "pushed"
+
+
+def _sync_notes(remote: Remote, updates: list[RefUpdate]) -> str:
+    """Merge the remote's notes into ours (``cat_sort_uniq``), then push ours if they differ."""
+    repo = remote.repo
+    theirs = remote.seen("notes")
+    before = repo.references.get(NOTES_REF)
+    ours = None if before is None else str(before.target)
+    done = ""
+    if theirs is not None and ours != theirs:
+        if ours is None or repo.descendant_of(theirs, ours):
+            move_ref(repo, NOTES_REF, theirs, ours)
+            done = "pulled"
+        elif not repo.descendant_of(ours, theirs):
+            tracked = remote.tracking + "notes"
+            remote.git("notes", "--ref", NOTES_REF, "merge", "-q", "-s", "cat_sort_uniq", tracked)
+            done = "merged"
+        after = repo.references.get(NOTES_REF)
+        ours = None if after is None else str(after.target)
+    if ours is not None and ours != theirs:
+        updates.append(RefUpdate(NOTES_REF, ours, theirs))
+        done = f"{done} and pushed" if done else "pushed"
+    return done
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
