@@ -493,7 +493,7 @@ def test_an_agent_commit_changing_agentrun_fails_the_phase_naming_it(
     assert (failed.phase, failed.round, failed.guard) == ("implement", 1, True)
     found = re.fullmatch(
         r"commit ([0-9a-f]{10}) changes \.agentrun/prompts/implement\.md: agents may not change "
-        r"\.agentrun/ \(it belongs to the maintainers\)",
+        r"\.agentrun/ or \.agentrun\.toml \(they belong to the maintainers\)",
         failed.error,
     )
     assert found is not None, failed.error
@@ -638,3 +638,13 @@ def test_a_verb_from_a_stale_session_is_refused(repo_path: Path, repo: pygit2.Re
         "(it ended or was abandoned); nothing recorded\n"
     )
     assert tip(repo, slug) == before
+
+
+def test_an_agent_may_not_rewrite_the_config(repo_path: Path, repo: pygit2.Repository) -> None:
+    """The config steers every later build (and the hook): it is the maintainers'."""
+    steps = [{"phase": "implement", "round": 1, "write": {".agentrun.toml": "[policy]\n"}}]
+    configure(repo_path, steps)
+    slug, outcome = build(repo)
+    failed = phase_failures(repo, slug)[0]
+    assert failed.guard and failed.error.startswith("the worktree changes .agentrun.toml")
+    assert outcome.state.state_name == "complete"  # implement@2 did the goal without it

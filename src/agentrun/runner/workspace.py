@@ -30,7 +30,8 @@ from agentrun.gitrepo import (
 )
 from agentrun.hook.guards import Rules, check_diff, check_workdir, summary
 
-PROTECTED = ".agentrun/"
+# The maintainers' own: agentrun's config and prompts steer every later build.
+MAINTAINERS = (".agentrun/", ".agentrun.toml")
 DISCARDED = "refs/agentrun/discarded/"
 SCRATCH_PREFIX = SCRATCH.as_posix() + "/"
 
@@ -177,10 +178,10 @@ class Workspace:
         diff = tree_at(self.repo, parent).diff_to_tree(tree_at(self.repo, tree))
         for delta in diff.deltas:
             for side in (delta.old_file, delta.new_file):
-                if side.path.startswith(PROTECTED):
+                if side.path == MAINTAINERS[1] or side.path.startswith(MAINTAINERS[0]):
                     raise GuardError(
-                        f"{where} changes {side.path}: agents may not change .agentrun/ "
-                        "(it belongs to the maintainers)"
+                        f"{where} changes {side.path}: agents may not change .agentrun/ or "
+                        ".agentrun.toml (they belong to the maintainers)"
                     )
             new = delta.new_file
             if new.mode == pygit2.GIT_FILEMODE_LINK and delta.status != pygit2.GIT_DELTA_DELETED:

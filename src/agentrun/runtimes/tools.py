@@ -295,10 +295,12 @@ class Toolbox:
     def _writable(self, args: dict[str, Any]) -> tuple[str, Path]:
         relative, path = self._path(args, "write")
         parts = PurePosixPath(relative).parts
-        if parts[:1] == (".agentrun",) and parts[:2] != (".agentrun", "run"):
+        if parts == (".agentrun.toml",) or (
+            parts[:1] == (".agentrun",) and parts[:2] != (".agentrun", "run")
+        ):
             raise GuardError(
-                f"refused to write {relative}: .agentrun/ belongs to the maintainers "
-                "(only the scratch folder .agentrun/run/ is yours)"
+                f"refused to write {relative}: .agentrun/ and .agentrun.toml belong to the "
+                "maintainers (only the scratch folder .agentrun/run/ is yours)"
             )
         return relative, path
 
