@@ -110,6 +110,7 @@ class ScriptRuntime:
         assert config.script is not None
         self.name = name
         self.path = Path(config.script)
+        self.model = config.model
 
     def start(self, spec: SessionSpec, control: SessionControl) -> tuple[Handle, TurnResult]:
         handle = Handle(spec, runtime_session_id=f"script:{spec.session}")
@@ -136,7 +137,13 @@ class ScriptRuntime:
         say(f"[script] {spec.phase}@{spec.round} attempt {spec.attempt}\n")
         if spec.resume_from:
             say(f"[script] continuing session {spec.resume_from}\n")
-        usage = step.usage or Usage(tokens_in=len(spec.prompt) // 4, tokens_out=len(step.text) // 4)
+        usage = step.usage or Usage(
+            tokens_in=len(spec.prompt) // 4,
+            tokens_out=len(step.text) // 4,
+            # No model answers a scripted agent: it costs nothing, unless the runtime is
+            # configured to stand for a model, whose price then applies.
+            cost_usd=None if self.model else 0.0,
+        )
         started = time.monotonic()
         if step.say:
             say(step.say + "\n")
