@@ -17,6 +17,7 @@ from runner.helpers import cli_env, configure, git
 from agentrun.cli.main import cli
 from agentrun.commands.build import create_build, run_build
 from agentrun.events import ObservationRecorded
+from agentrun.store.archive import archive
 from agentrun.store.log import Draft, EventLog, Tip
 from agentrun.store.notes import NOTES_REF
 
@@ -392,3 +393,14 @@ def test_pre_commit_outside_a_push_has_nothing_to_check(
 
 def _note(text: str) -> Draft:
     return Draft(ObservationRecorded(phase="implement", text=text))
+
+
+def test_an_archived_build_answers_only_for_its_own_commits(clone: Clone) -> None:
+    """The base of an archived build is still known: history before it is not the build's."""
+    clone.commit({"notes.txt": f"token {GITHUB}\n"}, "someone's old mistake, never pushed")
+    clone.start_build("b-1", {"src/app.py": "VALUE = 1\n"})
+    archive(pygit2.Repository(str(clone.path)), "b-1", "complete")
+
+    done = clone.push("origin", "agentrun/b-1")
+
+    assert done.returncode == 0, done.stderr

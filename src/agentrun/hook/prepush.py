@@ -337,13 +337,16 @@ def _git(
 def _build_base(repo: pygit2.Repository, slug: str) -> str | None:
     """The commit the build started from, read from its first event (None: no log here)."""
     from agentrun.gitrepo import WALK_OLDEST_FIRST
+    from agentrun.store.archive import archived
     from agentrun.store.log import EventLog, build_ref
 
     try:
         ref = repo.references.get(build_ref(slug))
-        if ref is None:
+        # An archived build's log is still there, behind the archive.
+        tip = str(ref.target) if ref is not None else archived(repo).get(slug)
+        if tip is None:
             return None
-        walker = repo.walk(ref.target, WALK_OLDEST_FIRST)
+        walker = repo.walk(tip, WALK_OLDEST_FIRST)
         walker.simplify_first_parent()
         first = next(iter(walker))
         created = EventLog(repo).event_at(str(first.id)).payload
