@@ -16,7 +16,8 @@ from runner.helpers import cli_env, configure, git
 
 from agentrun.cli.main import cli
 from agentrun.commands.build import create_build, run_build
-from agentrun.events import ObservationRecorded
+from agentrun.config import parse_config
+from agentrun.events import BuildCreated, ObservationRecorded
 from agentrun.store.archive import archive
 from agentrun.store.log import Draft, EventLog, Tip
 from agentrun.store.notes import NOTES_REF
@@ -404,3 +405,26 @@ def test_an_archived_build_answers_only_for_its_own_commits(clone: Clone) -> Non
     done = clone.push("origin", "agentrun/b-1")
 
     assert done.returncode == 0, done.stderr
+
+
+def test_the_build_snapshot_s_rules_hold_when_the_working_tree_config_drops_them(
+    clone: Clone,
+) -> None:
+    """An agent (or anyone) rewriting .agentrun.toml cannot loosen a build's guards."""
+    repo = pygit2.Repository(str(clone.path))
+    snapshot = parse_config(PROTECT, "test").model_dump(mode="json")
+    base = clone.local("HEAD")
+    created = BuildCreated(
+        goal="g", base_ref="main", base_sha=base, branch="agentrun/b-1", config=snapshot
+    )
+    EventLog(repo).append("b-1", [Draft(created)], None)
+    clone.git("checkout", "-q", "-b", "agentrun/b-1")
+    (clone.path / ".agentrun.toml").write_text("")  # no protection in the working tree
+    bad = clone.commit({"tests/acceptance/test_login.py": "def test(): assert True\n"})
+
+    findings = refused(clone.push("origin", "agentrun/b-1"))
+
+    assert findings == [
+        f"commit {bad[:10]} changes tests/acceptance/test_login.py, a protected path "
+        "(protect.paths: 'tests/acceptance/**')"
+    ]

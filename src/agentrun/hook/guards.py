@@ -46,6 +46,13 @@ class Rules:
         )
         return cls(config.protect.paths, values)
 
+    def __or__(self, other: Rules) -> Rules:
+        """Both sets of rules: neither can loosen the other."""
+        return Rules(
+            tuple(dict.fromkeys((*self.protected, *other.protected))),
+            tuple(dict.fromkeys((*self.secret_values, *other.secret_values))),
+        )
+
 
 @dataclass(frozen=True)
 class Finding:

@@ -135,6 +135,7 @@ def pre_push(push: Push, cwd: Path, environ: Mapping[str, str]) -> Result:
     builds = [u for u in push.updates if u.build is not None and not u.deleted]
     if not builds:
         return Result()  # a deleted build branch leaves its log alone: nothing to check
+    from agentrun.hook.builds import snapshot_rules
     from agentrun.hook.guards import Rules
 
     repo = _open(cwd, environ)
@@ -142,7 +143,10 @@ def pre_push(push: Push, cwd: Path, environ: Mapping[str, str]) -> Result:
     remote_refs = _ls_remote(push.remote, cwd, environ)
     result, seen = Result(), set[str]()
     for update in builds:
-        found = _guard(repo, push.remote, update, remote_refs, rules, seen)
+        # The build's own snapshot too: a config edited on the build branch (and checked
+        # out) cannot loosen the rules the build was started under.
+        own = snapshot_rules(repo, update.build, environ) if update.build else None
+        found = _guard(repo, push.remote, update, remote_refs, rules | own if own else rules, seen)
         if found:
             branch = update.remote_ref.removeprefix("refs/heads/")
             result.lines += [f"agentrun: push refused: commits going to {branch} break a guard"]
@@ -195,6 +199,7 @@ def pushed_commits(
     import pygit2
 
     from agentrun.gitrepo import WALK_NEWEST_FIRST
+    from agentrun.hook.builds import build_base
 
     tip = _commit(repo, update.local_sha or update.local_ref)
     if tip is None:
@@ -206,7 +211,7 @@ def pushed_commits(
         tracking = f"refs/remotes/{remote}/"
         known += [str(repo.references[n].target) for n in repo.references if n.startswith(tracking)]
     if update.build is not None:
-        known += [sha for sha in [_build_base(repo, update.build)] if sha]
+        known += [sha for sha in [build_base(repo, update.build)] if sha]
     walker = repo.walk(tip.id, WALK_NEWEST_FIRST)
     for sha in dict.fromkeys(known):
         commit = _commit(repo, sha) if sha and not _zero(sha) else None
@@ -332,28 +337,6 @@ def _git(
     from agentrun.store.sync import run_git
 
     return run_git(argv, cwd, environ)
-
-
-def _build_base(repo: pygit2.Repository, slug: str) -> str | None:
-    """The commit the build started from, read from its first event (None: no log here)."""
-    from agentrun.gitrepo import WALK_OLDEST_FIRST
-    from agentrun.store.archive import archived
-    from agentrun.store.log import EventLog, build_ref
-
-    try:
-        ref = repo.references.get(build_ref(slug))
-        # An archived build's log is still there, behind the archive.
-        tip = str(ref.target) if ref is not None else archived(repo).get(slug)
-        if tip is None:
-            return None
-        walker = repo.walk(tip, WALK_OLDEST_FIRST)
-        walker.simplify_first_parent()
-        first = next(iter(walker))
-        created = EventLog(repo).event_at(str(first.id)).payload
-    except AgentrunError:
-        return None  # not a slug, or not a log: no base to leave out
-    base = getattr(created, "base_sha", None)
-    return base if isinstance(base, str) else None
 
 
 def _commit(repo: pygit2.Repository, name: str) -> pygit2.Commit | None:
