@@ -13,7 +13,6 @@ from agentrun.hook.guards import Rules
 def snapshot_rules(repo: pygit2.Repository, slug: str, environ: Mapping[str, str]) -> Rules | None:
     """The guards of the config snapshotted in the build's first event, if it has a log."""
     from agentrun.config import config_from_data
-    from agentrun.hook.guards import Rules
 
     created = created_payload(repo, slug)
     config = getattr(created, "config", None)
