@@ -48,7 +48,7 @@ def render_context(state: BuildState, env: AgentEnv, plan: str | None) -> str:
     if state.feedback:
         parts += ["", "## Feedback for this round", ""]
         parts += [f"- {item}" for item in state.feedback]
-    answered = [e for e in state.escalations if not e.open]
+    answered = [e for e in state.escalations if not e.is_open]
     if answered:
         parts += ["", "## Answers from people", ""]
         parts += [f"- {e.id}: {e.question}\n  Answer ({e.by}): {e.answer}" for e in answered]

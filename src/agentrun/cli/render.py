@@ -145,7 +145,7 @@ def detail_lines(state: BuildState, artifacts: list[str]) -> list[str]:
     for name, result in state.verify_results.items():
         lines.append(f"verify:   {name} {result.outcome} (attempt {result.attempt})")
     for esc in state.escalations:
-        status = "open" if esc.open else f"answered by {esc.by}: {esc.answer}"
+        status = "open" if esc.is_open else f"answered by {esc.by}: {esc.answer}"
         lines.append(f"question: {esc.id} {esc.phase}@{esc.round} {esc.question} [{status}]")
     for note in state.observations:
         lines.append(f"note:     {note}")

@@ -74,7 +74,7 @@ def answer(
                     f"build {slug} has no escalation {escalation!r} (escalations: {known})"
                 )
             target = found[0]
-            if not target.open:
+            if not target.is_open:
                 raise EscalationError(
                     f"escalation {target.id} of {slug} was already answered by {target.by}: "
                     f"{target.answer!r}"

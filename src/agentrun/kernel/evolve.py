@@ -352,7 +352,7 @@ def _answered(s: BuildState, p: EscalationAnswered) -> Changes:
     escalations = []
     changes: Changes = {}
     for esc in s.escalations:
-        if esc.id == p.id and esc.open:
+        if esc.id == p.id and esc.is_open:
             esc = esc.model_copy(update={"answer": p.answer, "by": p.by})
             key = attempt_key(esc.phase, esc.round)
             # An answer re-arms whatever budget raised the question.

@@ -93,7 +93,7 @@ class Escalation(_Frozen):
     by: str | None = None
 
     @property
-    def open(self) -> bool:
+    def is_open(self) -> bool:
         return self.answer is None
 
 
@@ -174,7 +174,7 @@ class BuildState(_Frozen):
 
     @property
     def open_escalations(self) -> tuple[Escalation, ...]:
-        return tuple(e for e in self.escalations if e.open)
+        return tuple(e for e in self.escalations if e.is_open)
 
     @property
     def current_round(self) -> int:
