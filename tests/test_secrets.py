@@ -112,3 +112,35 @@ def test_a_token_an_agent_prints_never_reaches_git(
     shown = [transcript(repo, created.slug, session).decode() for session in sessions]
     assert shown and all("my token is [redacted]" in text for text in shown)
     assert GITHUB.encode() not in every_object(repo_path)
+
+
+def test_a_key_an_agent_reports_with_its_verbs_never_reaches_git(
+    tmp_path: Path, repo_path: Path, repo: pygit2.Repository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent holds its own key (it needs it) and echoes it into its reports."""
+    value = "zq9V" + "secretvalue1234"
+    monkeypatch.setenv("MYKEY", value)
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        "import os, subprocess, sys\n"
+        "sys.stdin.read()\n"
+        "key = os.environ['MYKEY']\n"
+        "phase = os.environ['AGENTRUN_PHASE'].split('@')[0]\n"
+        "if phase == 'plan':\n"
+        "    open('.agentrun/run/plan.md', 'w').write(f'plan with {key}')\n"
+        "    args = ['plan', '.agentrun/run/plan.md']\n"
+        "elif phase == 'implement':\n"
+        "    args = ['done', '--summary', f'key={key}']\n"
+        "else:\n"
+        "    args = ['approve']\n"
+        "subprocess.run(['git', 'agentrun', 'agent', *args], check=True)\n"
+    )
+    base = (
+        '[roles]\ndefault = ["agent"]\n\n[runtimes.agent]\nkind = "command"\n'
+        f'command = ["python3", "{agent}"]\napi_key_env = "MYKEY"\n\n'
+        '[secrets]\nenv = ["MYKEY"]\n'
+    )
+    configure(repo_path, base=base)
+    created = create_build(repo, "leak nothing")
+    assert run_build(repo, created.slug).state.state_name == "complete"
+    assert value.encode() not in every_object(repo_path)

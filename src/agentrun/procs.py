@@ -165,15 +165,19 @@ def run_tree(
             if on_line is not None:
                 on_line(line.rstrip("\n"))
 
+    def feed() -> None:
+        # In a thread: a program that never reads its input must not stall the deadline.
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write((stdin_text or "").encode())
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
     if stdin_text is not None:
-        assert proc.stdin is not None
-        try:
-            proc.stdin.write(stdin_text.encode())
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass
+        threading.Thread(target=feed, daemon=True).start()
     deadline = time.monotonic() + timeout
     timed_out = cancelled = False
     try:

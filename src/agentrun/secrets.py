@@ -13,6 +13,10 @@ import json
 import re
 import threading
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentrun.config import Config
 
 # A shorter value would match ordinary text ("1", "true", a port number).
 MIN_SECRET_LENGTH = 8
@@ -67,6 +71,21 @@ def values_of(names: Iterable[str], environ: Mapping[str, str]) -> list[str]:
         for name in (*names, *ALWAYS_SECRET)
         if len(environ.get(name, "")) >= MIN_SECRET_LENGTH
     ]
+
+
+def variables(config: Config) -> list[str]:
+    """What must never reach git: the variables marked secret and every runtime's key."""
+    from agentrun.runtimes.base import key_variable
+
+    entries = {entry for listed in config.roles.values() for entry in listed}
+    runtimes = [*config.runtimes.values(), *filter(None, map(config.runtime, entries))]
+    keys = [key_variable(runtime) for runtime in runtimes]
+    return [*config.secrets.env, *(key for key in keys if key)]
+
+
+def remember_config(config: Config, environ: Mapping[str, str]) -> None:
+    """Remember the values of ``config``'s secret variables (and the forge tokens)."""
+    remember(values_of(variables(config), environ))
 
 
 def remember(values: Iterable[str]) -> None:

@@ -134,6 +134,17 @@ def test_bad_arguments_and_unknown_tools(work: Path) -> None:
     assert b.call("approve", {}).text.startswith("no tool named 'approve'")  # not in implement
 
 
+def test_a_tool_that_cannot_read_its_input_reports_it(work: Path) -> None:
+    """A NUL in a path, a file not in UTF-8: the model hears of it, the run goes on."""
+    (work / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
+    b = box(work)
+    nul = b.call("read_file", {"path": "a\u0000b"})
+    assert nul.error and nul.text.startswith("read_file failed:")
+    edit = b.call("edit_file", {"path": "latin1.txt", "old": "caf", "new": "tea"})
+    assert edit.error and "failed" in edit.text
+    assert (work / "latin1.txt").read_bytes() == "caf\xe9\n".encode("latin-1")
+
+
 # --- files -------------------------------------------------------------------------------
 
 

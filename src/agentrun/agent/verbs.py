@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pygit2
 
+from agentrun import secrets
 from agentrun.agent.outbox import queue
 from agentrun.errors import ConcurrentUpdateError, VerbError
 from agentrun.events import (
@@ -93,6 +94,8 @@ def report(
     cache = StateCache(repo)
     for _ in range(RETRIES):
         tip, state = load_state(log, cache, env.build)
+        # An agent's process may hold its own key: what it reports is scrubbed of it too.
+        secrets.remember_config(state.config, os.environ)
         check_fits(state, env, rep.verb)
         draft, said = _draft(state, env, rep)
         if not writable and queue_if_read_only and repo.workdir:

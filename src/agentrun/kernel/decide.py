@@ -251,6 +251,14 @@ def _finalize_step(s: BuildState, step: FinalizeStep, last: bool) -> RunFinalize
     )
 
 
+def remaining_wall_seconds(s: BuildState) -> float | None:
+    """Work time left under ``max_wall_minutes`` (None: no such budget)."""
+    limit = s.config.budget.max_wall_minutes
+    if limit is None:
+        return None
+    return max(limit * (1 + s.budget_grants) * 60 - s.active_seconds, 0.0)
+
+
 def _work_phase(work: Work) -> str:
     if isinstance(work, RunPhase):
         return work.phase
@@ -285,9 +293,10 @@ def _budget(s: BuildState, work: Work) -> RaiseEscalation | None:
             )
     if problem is None and budget.max_cost_usd is not None and role:
         limit_usd = budget.max_cost_usd * scale
-        if s.unpriced_models and not s.budget_grants:
+        unknown = [m for m in s.unpriced_models if m not in s.accepted_unpriced]
+        if unknown:
             problem = (
-                f"the price of {', '.join(s.unpriced_models)} is unknown, so max_cost_usd "
+                f"the price of {', '.join(unknown)} is unknown, so max_cost_usd "
                 f"(${limit_usd:.2f}) cannot be kept: add [prices.MODEL] to .agentrun.toml"
             )
         else:

@@ -358,6 +358,7 @@ def _answered(s: BuildState, p: EscalationAnswered) -> Changes:
             # An answer re-arms whatever budget raised the question.
             if esc.cause == "budget":
                 changes["budget_grants"] = s.budget_grants + 1
+                changes["accepted_unpriced"] = s.unpriced_models
             if esc.cause == "round-limit":
                 step = s.config.policy.max_review_rounds
                 if esc.phase == "plan":

@@ -168,6 +168,7 @@ class BuildState(_Frozen):
     unpriced_models: tuple[str, ...] = ()
     active_seconds: float = 0.0
     budget_grants: int = 0
+    accepted_unpriced: tuple[str, ...] = ()  # unknown prices a person let the build go on with
     resumable: dict[str, ResumableSession] = {}
     runner: str | None = None
     sessions: int = 0

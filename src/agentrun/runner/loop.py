@@ -15,7 +15,6 @@ from typing import assert_never
 import pygit2
 
 from agentrun import procs, secrets
-from agentrun.config import Config
 from agentrun.errors import ConcurrentUpdateError, ForgeError, RuntimeSetupError
 from agentrun.events import (
     BuildAborted,
@@ -50,7 +49,6 @@ from agentrun.runner.checks import run_check, run_finalize_step, skip_verify
 from agentrun.runner.publish import Publisher
 from agentrun.runner.sessions import SessionRunner
 from agentrun.runner.workspace import Workspace
-from agentrun.runtimes.base import key_variable
 from agentrun.store.lease import Heartbeat, Lease, acquire
 from agentrun.store.log import Draft
 
@@ -94,7 +92,7 @@ class Runner:
     def _loop(self, lease: Lease, beat: Heartbeat, acknowledge_only: bool) -> Outcome:
         build = BuildHandle(self.repo, self.slug, self.observer, writer=self.instance)
         state = build.state
-        secrets.remember(secrets.values_of(secret_names(state.config), os.environ))
+        secrets.remember_config(state.config, os.environ)
         workspace = Workspace(self.repo, self.slug, state.branch)
         publisher = Publisher(self.repo, build)
         sessions = SessionRunner(self.repo, build, workspace, beat, self.observer)
@@ -213,14 +211,3 @@ class Runner:
             build.append([Draft(RunnerSetupFailed(error=str(exc)))])
             return
         work()
-
-
-def secret_names(config: Config) -> list[str]:
-    """What must never reach git: the variables marked secret and every runtime's key."""
-    keys = [key_variable(r) for r in config.runtimes.values()]
-    keys += [key_variable(r) for r in map(config.runtime, _entries(config)) if r is not None]
-    return [*config.secrets.env, *(k for k in keys if k)]
-
-
-def _entries(config: Config) -> set[str]:
-    return {entry for entries in config.roles.values() for entry in entries}

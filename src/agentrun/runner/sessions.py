@@ -28,9 +28,9 @@ from agentrun.events import (
     VerifyCompleted,
     VerifyVerdict,
 )
-from agentrun.kernel.decide import RunAgentVerify, RunFinalizeStep, RunPhase
+from agentrun.kernel.decide import RunAgentVerify, RunFinalizeStep, RunPhase, remaining_wall_seconds
 from agentrun.kernel.evolve import PRODUCERS
-from agentrun.kernel.state import Report
+from agentrun.kernel.state import BuildState, Report
 from agentrun.prices import with_cost
 from agentrun.runner.build import BuildHandle, Observer
 from agentrun.runner.environment import session_env
@@ -49,6 +49,13 @@ from agentrun.runtimes.base import (
 from agentrun.store.lease import Heartbeat
 from agentrun.store.log import Draft
 from agentrun.store.notes import add_note
+
+
+def session_budget(state: BuildState) -> float:
+    """A session's wall clock: its own budget, and never past the build's work time."""
+    left = remaining_wall_seconds(state)
+    own = state.config.policy.session_budget_seconds
+    return own if left is None else max(min(own, left), 1.0)
 
 
 class SessionRunner:
@@ -127,7 +134,7 @@ class SessionRunner:
                 secret=state.config.secrets.env,
                 keep=(key_variable(config),),
             ),
-            budget_seconds=state.config.policy.session_budget_seconds,
+            budget_seconds=session_budget(state),
             repo_root=Path(self.repo.workdir or self.workspace.path),
             resume_from=self._resume_from(job, name),
         )

@@ -29,6 +29,7 @@ from agentrun.gitrepo import (
     worktrees_dir,
 )
 from agentrun.hook.guards import Rules, check_diff, check_workdir, summary
+from agentrun.secrets import scrub
 
 # The maintainers' own: agentrun's config and prompts steer every later build.
 MAINTAINERS = (".agentrun/", ".agentrun.toml")
@@ -47,7 +48,7 @@ class PhaseMark:
     subject: str
 
     def message(self) -> str:
-        subject = " ".join(self.subject.split())[:72] or "no changes"
+        subject = " ".join(scrub(self.subject).split())[:72] or "no changes"
         trailers = [
             f"Agentrun-Build: {self.build}",
             f"Agentrun-Phase: {self.phase}",

@@ -56,6 +56,7 @@ from agentrun.runtimes.base import (
     Probe,
     SessionControl,
     TurnResult,
+    key_variable,
     register,
 )
 from agentrun.runtimes.cli import (
@@ -91,14 +92,6 @@ FLAGS = (
     "--no-suggest-shell-commands",
     "--no-detect-urls",
 )
-KEY_VARS = {
-    "openai/": "OPENAI_API_KEY",
-    "anthropic/": "ANTHROPIC_API_KEY",
-    "claude": "ANTHROPIC_API_KEY",
-    "gemini": "GEMINI_API_KEY",
-    "deepseek": "DEEPSEEK_API_KEY",
-    "openrouter/": "OPENROUTER_API_KEY",
-}
 INSTRUCTIONS = """
 
 ## Reporting from aider
@@ -272,11 +265,7 @@ class AiderRuntime(CliRuntime):
         return TurnResult(ok=True, text=reply, usage=usage)
 
     def _key_var(self) -> str:
-        if self.config.api_key_env:
-            return self.config.api_key_env
-        model = (self.config.model or "").lower()
-        found = (var for prefix, var in KEY_VARS.items() if model.startswith(prefix))
-        return next(found, "OPENAI_API_KEY (or the key variable of the model's provider)")
+        return key_variable(self.config)
 
 
 def probe(config: RuntimeConfig, environ: Mapping[str, str]) -> Probe:

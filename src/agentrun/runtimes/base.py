@@ -124,10 +124,25 @@ KEY_VARIABLES = {
 }
 
 
+# Aider talks to many providers: its key follows the model's provider prefix.
+AIDER_KEY_VARIABLES = {
+    "openai/": "OPENAI_API_KEY",
+    "anthropic/": "ANTHROPIC_API_KEY",
+    "claude": "ANTHROPIC_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "openrouter/": "OPENROUTER_API_KEY",
+}
+
+
 def key_variable(config: RuntimeConfig) -> str:
     """The environment variable that holds a runtime's API key ("" when it needs none)."""
     if config.api_key_env is not None:
         return config.api_key_env
+    if config.kind == "aider":
+        model = (config.model or "").lower()
+        found = (v for prefix, v in AIDER_KEY_VARIABLES.items() if model.startswith(prefix))
+        return next(found, "OPENAI_API_KEY")
     return KEY_VARIABLES.get(config.kind, "")
 
 

@@ -199,6 +199,8 @@ class Toolbox:
             return ToolResult(f"refused: {exc}", error=True)
         except OSError as exc:
             return ToolResult(f"{name} failed: {exc.strerror or exc}", error=True)
+        except (ValueError, UnicodeError) as exc:  # a NUL in a path, a file not in UTF-8
+            return ToolResult(f"{name} failed: {exc}", error=True)
 
     # --- files --------------------------------------------------------------
 
