@@ -58,8 +58,16 @@ def test_forge_tokens_and_unknown_secrets_are_not_passed() -> None:
 
 def test_the_allow_list_passes_what_tools_need() -> None:
     env = env_of()
-    for name in ("HOME", "LANG", "LC_ALL", "GIT_AUTHOR_NAME", "OPENAI_API_KEY"):
+    for name in ("HOME", "LANG", "LC_ALL", "GIT_AUTHOR_NAME"):
         assert env[name] == OUTER[name], name
+
+
+def test_an_agent_gets_only_its_own_runtime_s_key() -> None:
+    """Provider settings pass; another provider's credential does not."""
+    env = env_of(keep=["ANTHROPIC_API_KEY"])
+    assert env["ANTHROPIC_API_KEY"] == "sk-ant"
+    assert "OPENAI_API_KEY" not in env
+    assert "OPENAI_API_KEY" not in env_of()
 
 
 def test_secret_names_are_removed() -> None:

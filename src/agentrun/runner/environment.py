@@ -36,6 +36,12 @@ ALLOWED_PREFIXES = (
     "LITELLM_",
     "OLLAMA_",
 )
+CREDENTIAL_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
+
+
+def _key(name: str) -> bool:
+    """A credential: an agent gets only its own runtime's (``keep``), not other providers'."""
+    return name.endswith(CREDENTIAL_SUFFIXES)
 
 
 def session_env(
@@ -57,7 +63,7 @@ def session_env(
     env = {
         key: value
         for key, value in source.items()
-        if (key in ALLOWED or key.startswith(ALLOWED_PREFIXES) or key in kept)
+        if (key in kept or key in ALLOWED or (key.startswith(ALLOWED_PREFIXES) and not _key(key)))
         and key not in removed
     }
     scripts = sysconfig.get_path("scripts")
