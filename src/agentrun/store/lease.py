@@ -57,11 +57,15 @@ def read_lease(repo: pygit2.Repository, slug: str) -> tuple[str, LeaseInfo] | No
     if ref is None:
         return None
     oid = str(ref.target)
+    return oid, lease_info(repo, oid)
+
+
+def lease_info(repo: pygit2.Repository, oid: str) -> LeaseInfo:
+    """The lease a commit holds; an unreadable one protects nothing (expired long ago)."""
     try:
-        return oid, LeaseInfo.model_validate_json(commit_at(repo, oid).message)
-    except (ValidationError, ValueError):
-        # An unreadable lease protects nothing: treat it as expired long ago.
-        return oid, LeaseInfo(
+        return LeaseInfo.model_validate_json(commit_at(repo, oid).message)
+    except (ValidationError, ValueError, KeyError):
+        return LeaseInfo(
             holder="unreadable",
             host="",
             boot_id="",

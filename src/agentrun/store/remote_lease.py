@@ -7,15 +7,14 @@ over an expired lease, with the oid seen; of two machines claiming at once, one 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pygit2
-from pydantic import ValidationError
 
 from agentrun import procs
 from agentrun.errors import LeaseHeldError, LeaseLostError
-from agentrun.gitrepo import commit_at, empty_tree, now_utc, signature
-from agentrun.store.lease import TTL_SECONDS, LeaseInfo, lease_ref
+from agentrun.gitrepo import empty_tree, now_utc, signature
+from agentrun.store.lease import TTL_SECONDS, LeaseInfo, lease_info, lease_ref
 from agentrun.store.sync import RefUpdate, Remote, SyncError, last_line
 
 
@@ -70,7 +69,7 @@ def claim_remote(
     seen = where.ls(ref).get(ref)
     if seen is not None:
         where.git("fetch", "--no-tags", "--quiet", remote, f"+{ref}:{where.tracking}leases/{slug}")
-        old = _lease_info(repo, seen)
+        old = lease_info(repo, seen)
         if not old.expired(now) and not old.holder_dead_here():
             raise LeaseHeldError(
                 f"build {slug} is being run by {old.holder} on {old.host} (pid {old.pid}), "
@@ -78,7 +77,7 @@ def claim_remote(
                 "UTC. Wait for it, or stop that runner."
             )
     me = procs.me()
-    generation = _lease_info(repo, seen).generation + 1 if seen else 1
+    generation = lease_info(repo, seen).generation + 1 if seen else 1
     info = LeaseInfo(
         holder=holder,
         host=me.host,
@@ -103,22 +102,6 @@ def claim_remote(
 def release_remote(lease: RemoteLease) -> bool:
     """Give the lease back on its remote (False: it was no longer ours)."""
     return lease.release()
-
-
-def _lease_info(repo: pygit2.Repository, oid: str) -> LeaseInfo:
-    try:
-        return LeaseInfo.model_validate_json(commit_at(repo, oid).message)
-    except (ValidationError, ValueError, KeyError):
-        # An unreadable lease protects nothing: expired long ago.
-        return LeaseInfo(
-            holder="unreadable",
-            host="",
-            boot_id="",
-            pid=0,
-            pid_start=0,
-            generation=0,
-            expires_at=datetime(1970, 1, 1, tzinfo=UTC),
-        )
 
 
 def _lease_commit(repo: pygit2.Repository, info: LeaseInfo) -> str:
