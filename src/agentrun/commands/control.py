@@ -29,11 +29,17 @@ RETRIES = 50
 
 
 def request(
-    repo: pygit2.Repository, slug: str, make: Callable[[BuildState], object | None]
+    repo: pygit2.Repository,
+    slug: str,
+    make: Callable[[BuildState], object | None],
+    login: str | None = None,
 ) -> BuildState:
-    """Append what ``make`` returns for the current state (nothing when it returns None)."""
+    """Append what ``make`` returns for the current state (nothing when it returns None).
+
+    ``login`` names the person (a forge login); by default it is git's user here.
+    """
     log, cache = EventLog(repo), StateCache(repo)
-    actor = HumanActor(login=user_login(repo))
+    actor = HumanActor(login=login or user_login(repo))
     for _ in range(RETRIES):
         tip, state = load_state(log, cache, slug)
         payload = make(state)
@@ -48,7 +54,11 @@ def request(
 
 
 def answer(
-    repo: pygit2.Repository, slug: str, text: str, escalation: str | None = None
+    repo: pygit2.Repository,
+    slug: str,
+    text: str,
+    escalation: str | None = None,
+    login: str | None = None,
 ) -> tuple[str, BuildState]:
     """Record an answer to the open escalation (or the one named); returns its id."""
     if not text.strip():
@@ -80,9 +90,10 @@ def answer(
                     f"{target.answer!r}"
                 )
         chosen[:] = [target.id]
-        return EscalationAnswered(id=target.id, answer=text.strip(), by=user_login(repo))
+        by = login or user_login(repo)
+        return EscalationAnswered(id=target.id, answer=text.strip(), by=by)
 
-    state = request(repo, slug, make)
+    state = request(repo, slug, make, login)
     return chosen[0], state
 
 
