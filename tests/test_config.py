@@ -52,7 +52,7 @@ def test_defaults() -> None:
     assert config.pipeline == Pipeline(plan_review=True, code_review=True)
     assert config.verify == ()
     assert config.finalize == ()
-    assert config.forge.kind == "local"
+    assert config.forge.kind == "auto"
 
 
 def test_a_full_file() -> None:

@@ -17,7 +17,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from agentrun.errors import ConfigError
 
 CONFIG_FILE = ".agentrun.toml"
-PHASE_ROLES = ("plan", "plan-review", "implement", "code-review", "verify", "finalize")
+PHASE_ROLES = (
+    "plan",
+    "plan-review",
+    "implement",
+    "code-review",
+    "verify",
+    "finalize",
+    "reconcile",
+)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -117,8 +125,29 @@ class FinalizeStep(VerifyStep):
     """Failure-tolerant: a failure is recorded as an observation, never turns a build red."""
 
 
+class StateLabels(_Model):
+    """The labels that show a build's state on its issue and proposal (hosted forges)."""
+
+    running: str = "agentrun:running"
+    parked: str = "agentrun:parked"
+    done: str = "agentrun:done"
+    failed: str = "agentrun:failed"
+
+
 class ForgeConfig(_Model):
-    kind: Literal["local"] = "local"
+    """Where proposals go. ``auto`` picks ``github`` for a github.com origin, else ``local``."""
+
+    kind: Literal["auto", "local", "github"] = "auto"
+    label: str = "agentrun"  # the issue label that starts a build
+    labels: StateLabels = StateLabels()
+    allow_bots: tuple[str, ...] = ()  # bot logins whose /agentrun commands are accepted
+    closes_issue: bool = True  # put `Closes #N` in the proposal's body
+
+
+class SyncConfig(_Model):
+    """With ``remote`` set, the runner claims builds there and syncs at every phase boundary."""
+
+    remote: str | None = None
 
 
 class Protect(_Model):
@@ -163,6 +192,7 @@ class Config(_Model):
     verify: tuple[VerifyStep, ...] = ()
     finalize: tuple[FinalizeStep, ...] = ()
     forge: ForgeConfig = ForgeConfig()
+    sync: SyncConfig = SyncConfig()
     protect: Protect = Protect()
     secrets: Secrets = Secrets()
 

@@ -93,7 +93,8 @@ class BuildCreated(Frozen):
     base_sha: str
     branch: str
     source: Literal["cli", "issue", "hook"] = "cli"
-    issue: str | None = None
+    issue: str | None = None  # "owner/name#42" for a build started from a forge issue
+    requested_by: str | None = None  # the forge login that started it (asked to review)
     config: dict[str, Any] = Field(default_factory=dict)
 
     def summary(self) -> str:
@@ -146,6 +147,12 @@ class BuildAbortRequested(_Control):
 
 class BuildAborted(_Control):
     type: Literal["build.aborted"] = "build.aborted"
+
+
+class BuildRetryRequested(_Control):
+    """A person asks a failed build (or a phase out of attempts) to try again."""
+
+    type: Literal["build.retry-requested"] = "build.retry-requested"
 
 
 class RunnerAttached(Frozen):
@@ -440,6 +447,73 @@ class ObservationRecorded(Frozen):
         return f"{self.phase}: {self.text}"
 
 
+class ProposalUpdated(Frozen):
+    """The proposal's head branch was pushed anew, or its body rewritten."""
+
+    type: Literal["proposal.updated"] = "proposal.updated"
+    number: int
+    head: str | None = None
+
+    def summary(self) -> str:
+        return f"#{self.number} updated" + (f" to {self.head[:10]}" if self.head else "")
+
+
+class FeedbackReceived(Frozen):
+    """Review feedback from a forge (changes requested): the next implement round's input."""
+
+    type: Literal["feedback.received"] = "feedback.received"
+    forge: str
+    number: int
+    review: int
+    author: str
+    text: str
+
+    def summary(self) -> str:
+        return f"review {self.review} on #{self.number} by {self.author}"
+
+
+class ForgeCursor(Frozen):
+    """The last forge comment (and review) this build has processed."""
+
+    type: Literal["forge.cursor"] = "forge.cursor"
+    forge: str
+    comment: int = 0
+    review: int = 0
+
+    def summary(self) -> str:
+        return f"{self.forge}: comments up to {self.comment}, reviews up to {self.review}"
+
+
+class BaseMoved(Frozen):
+    """The base branch moved and the build branch no longer merges cleanly into it."""
+
+    type: Literal["base.moved"] = "base.moved"
+    base_sha: str
+    conflicts: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        return f"base at {self.base_sha[:10]}, {len(self.conflicts)} conflicting path(s)"
+
+
+class ReconcileStarted(Frozen):
+    type: Literal["reconcile.started"] = "reconcile.started"
+    round: int
+    base_sha: str
+
+    def summary(self) -> str:
+        return f"round {self.round}: merging {self.base_sha[:10]}"
+
+
+class ReconcileCompleted(Frozen):
+    type: Literal["reconcile.completed"] = "reconcile.completed"
+    round: int
+    base_sha: str
+    head: str
+
+    def summary(self) -> str:
+        return f"round {self.round}: merged {self.base_sha[:10]} at {self.head[:10]}"
+
+
 Payload = Annotated[
     BuildCreated
     | BuildCompleted
@@ -476,7 +550,14 @@ Payload = Annotated[
     | ProposalReady
     | ProposalClosed
     | PublicationPushed
-    | ObservationRecorded,
+    | ObservationRecorded
+    | ProposalUpdated
+    | FeedbackReceived
+    | ForgeCursor
+    | BaseMoved
+    | ReconcileStarted
+    | ReconcileCompleted
+    | BuildRetryRequested,
     Field(discriminator="type"),
 ]
 

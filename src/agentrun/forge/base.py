@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 import pygit2
 
@@ -75,17 +76,86 @@ class Forge(Protocol):
         """Take the proposal out of draft: it is ready for review."""
 
 
+Permission = Literal["admin", "maintain", "write", "triage", "read", "none"]
+CommitState = Literal["pending", "success", "failure", "error"]
+WRITE_OR_ABOVE: frozenset[str] = frozenset({"admin", "maintain", "write"})
+
+
+@dataclass(frozen=True)
+class Issue:
+    number: int
+    title: str
+    body: str
+    author: str
+    labels: tuple[str, ...] = ()
+    is_proposal: bool = False  # GitHub: a pull request is an issue too
+
+
+@dataclass(frozen=True)
+class Review:
+    """A submitted review: its verdict, its body and its inline comments."""
+
+    id: int
+    author: str
+    state: str  # "changes_requested", "approved", "commented", ...
+    body: str
+    comments: tuple[str, ...] = ()  # "path:line: text"
+
+
+@runtime_checkable
+class HostedForge(Forge, Protocol):
+    """A forge with issues, people and checks (github, gitlab): what the Action needs.
+
+    ``number`` is an issue or a proposal: comments, labels and status comments work on
+    both. Comment ids grow with time across a repository, so one cursor covers both.
+    """
+
+    def issue(self, number: int) -> Issue:
+        """An issue (or a proposal seen as an issue)."""
+
+    def permission(self, login: str) -> Permission:
+        """What ``login`` may do in the repository, asked of the forge (never the payload)."""
+
+    def set_labels(self, number: int, add: Sequence[str], remove: Sequence[str]) -> None:
+        """Add and remove labels; removing an absent label is not an error."""
+
+    def set_commit_status(
+        self, sha: str, context: str, state: CommitState, description: str, url: str | None
+    ) -> None:
+        """A commit status (one per verify step) on ``sha``."""
+
+    def request_review(self, number: int, login: str) -> None:
+        """Ask ``login`` to review the proposal."""
+
+    def react(self, comment_id: int, content: str) -> None:
+        """Add a reaction (``+1``, ``eyes``, …) to an issue or proposal comment."""
+
+    def reviews_since(self, number: int, after_id: int) -> builtins.list[Review]:
+        """Reviews of the proposal with an id greater than ``after_id``, oldest first."""
+
+
 ForgeFactory = Callable[[pygit2.Repository], Forge]
 _REGISTRY: dict[str, ForgeFactory] = {}
+MODULES = {"local": "agentrun.forge.local", "github": "agentrun.forge.github"}
 
 
 def register(kind: str, factory: ForgeFactory) -> None:
     _REGISTRY[kind] = factory
 
 
+def forge_kind(repo: pygit2.Repository, kind: str) -> str:
+    """``auto`` is ``github`` when ``origin`` is on github.com, else ``local``."""
+    if kind != "auto":
+        return kind
+    names = [n for n in repo.remotes.names() if n]
+    url = (repo.remotes["origin"].url or "") if "origin" in names else ""
+    return "github" if "github.com" in url else "local"
+
+
 def open_forge(repo: pygit2.Repository, kind: str) -> Forge:
-    if kind not in _REGISTRY:
-        import agentrun.forge.local  # noqa: F401 - registers itself
+    kind = forge_kind(repo, kind)
+    if kind not in _REGISTRY and kind in MODULES:
+        importlib.import_module(MODULES[kind])  # registers itself
 
     try:
         return _REGISTRY[kind](repo)
