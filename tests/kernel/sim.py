@@ -55,6 +55,8 @@ from agentrun.events import (
     ProposalOpened,
     ProposalReady,
     PublicationPushed,
+    ReconcileCompleted,
+    ReconcileStarted,
     RunnerAttached,
     RunnerSetupFailed,
     SessionEnded,
@@ -289,6 +291,7 @@ def _started(job: Job, work: RunPhase | RunAgentVerify | RunFinalizeStep, feedba
             "plan-review": PlanReviewStarted(round=job.round),
             "implement": ImplementStarted(round=job.round, feedback=feedback),
             "code-review": CodeReviewStarted(round=job.round),
+            "reconcile": ReconcileStarted(round=job.round, base_sha=work.merge or ""),
         }[work.phase]
     if isinstance(work, RunAgentVerify):
         return VerifyStarted(step=work.step, round=job.round, attempt=job.attempt, kind="agent")
@@ -360,7 +363,9 @@ def _session(
         return
     head = out.head()
     out.add(SessionEnded(session=session, outcome="ok", usage=usage, head=head))
-    if isinstance(work, RunPhase) and work.phase == "implement":
+    if isinstance(work, RunPhase) and work.merge:
+        out.add(ReconcileCompleted(round=job.round, base_sha=work.merge, head=head))
+    elif isinstance(work, RunPhase) and work.phase == "implement":
         text = report.summary_text if isinstance(report, AgentDone) else ""
         out.add(
             ImplementCompleted(

@@ -25,13 +25,17 @@ class Acknowledge:
     kind: Literal["acknowledge"] = "acknowledge"
 
 
+PhaseName = Literal["plan", "plan-review", "implement", "code-review", "reconcile"]
+
+
 @dataclass(frozen=True)
 class RunPhase:
-    phase: Literal["plan", "plan-review", "implement", "code-review"]
+    phase: PhaseName
     round: int
     attempt: int
     role: str
     feedback: tuple[str, ...]
+    merge: str | None = None  # reconcile: the moved base to merge
     kind: Literal["run-phase"] = "run-phase"
 
 
@@ -179,6 +183,8 @@ def _pipeline(s: BuildState) -> Decision:
         return _run_phase(s, "implement", s.impl_round)
     if stage == "code-review":
         return _run_phase(s, "code-review", s.impl_round)
+    if stage == "reconcile" and s.reconcile_base:
+        return _run_phase(s, "reconcile", s.impl_round, merge=s.reconcile_base)
     if stage == "verify":
         for step in s.config.verify:
             if step.name not in s.verify_results:
@@ -199,15 +205,14 @@ def _attempt(s: BuildState, phase: str, round_: int) -> int:
     return s.runs(key) + 1
 
 
-def _run_phase(
-    s: BuildState, phase: Literal["plan", "plan-review", "implement", "code-review"], round_: int
-) -> RunPhase:
+def _run_phase(s: BuildState, phase: PhaseName, round_: int, merge: str | None = None) -> RunPhase:
     return RunPhase(
         phase=phase,
         round=round_,
         attempt=_attempt(s, phase, round_),
         role=phase,
         feedback=s.feedback,
+        merge=merge,
     )
 
 

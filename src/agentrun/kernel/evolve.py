@@ -10,6 +10,7 @@ from typing import assert_never
 from agentrun.config import Config, config_from_data
 from agentrun.events import (
     AgentDone,
+    BaseMoved,
     BuildAborted,
     BuildAbortRequested,
     BuildCompleted,
@@ -19,14 +20,18 @@ from agentrun.events import (
     BuildPauseRequested,
     BuildResumed,
     BuildResumeRequested,
+    BuildRetryRequested,
     CodeReviewStarted,
     CodeReviewVerdict,
     EscalationAnswered,
     EscalationRaised,
     Event,
+    FeedbackReceived,
     FinalizeCompleted,
     FinalizeStarted,
     FinalizeStepCompleted,
+    ForgeCursor,
+    HumanActor,
     ImplementCompleted,
     ImplementStarted,
     ObservationRecorded,
@@ -38,7 +43,10 @@ from agentrun.events import (
     ProposalClosed,
     ProposalOpened,
     ProposalReady,
+    ProposalUpdated,
     PublicationPushed,
+    ReconcileCompleted,
+    ReconcileStarted,
     RunnerAttached,
     RunnerSetupFailed,
     SessionEnded,
@@ -74,7 +82,23 @@ def evolve(state: BuildState, event: Event) -> BuildState:
         changes["active_seconds"] = state.active_seconds + spent
     changes["seq"] = event.seq
     changes["updated_at"] = event.ts
-    return state.model_copy(update=changes)
+    return _take_feedback(state.model_copy(update=changes))
+
+
+def _take_feedback(s: BuildState) -> BuildState:
+    """Forge reviews start the next implement round once nothing is in flight (§12).
+
+    A complete build whose proposal is still open is finished, not closed: it runs again.
+    """
+    if not s.pending_feedback or s.in_flight is not None or s.session is not None:
+        return s
+    if not s.implemented or s.status not in ("running", "complete"):
+        return s
+    if s.proposal is not None and s.proposal.closed:
+        return s
+    changes = _next_impl_round(s, (*s.feedback, *s.pending_feedback))
+    changes.update(status="running", pending_feedback=(), reconcile_base=None)
+    return s.model_copy(update=changes)
 
 
 Changes = dict[str, object]
@@ -92,6 +116,7 @@ def _apply(s: BuildState, event: Event) -> Changes:
             "branch": p.branch,
             "source": p.source,
             "issue": p.issue,
+            "requested_by": p.requested_by,
             "config": config,
             "head": p.base_sha,
             "plan_round_limit": config.policy.max_review_rounds,
@@ -197,7 +222,57 @@ def _apply(s: BuildState, event: Event) -> Changes:
         return {"proposal": s.proposal.model_copy(update={"closed": True, "merged": p.merged})}
     if isinstance(p, ObservationRecorded):
         return {"observations": (*s.observations, f"{p.phase}: {p.text}")}
+    if isinstance(p, BuildRetryRequested):
+        return _retry(s, event)
+    if isinstance(p, ProposalUpdated):
+        return {}
+    if isinstance(p, FeedbackReceived):
+        text = f"Review {p.review} by {p.author} on #{p.number}:\n{p.text[-FEEDBACK_TAIL:]}"
+        return {
+            "pending_feedback": (*s.pending_feedback, text),
+            "forge_review": max(s.forge_review, p.review),
+        }
+    if isinstance(p, ForgeCursor):
+        return {
+            "forge_comment": max(s.forge_comment, p.comment),
+            "forge_review": max(s.forge_review, p.review),
+        }
+    if isinstance(p, BaseMoved):
+        if s.status != "running" or not s.implemented:
+            return {}
+        return {"stage": "reconcile", "reconcile_base": p.base_sha}
+    if isinstance(p, ReconcileStarted):
+        return {"in_flight": _in_flight(s, "reconcile", p.round, event)}
+    if isinstance(p, ReconcileCompleted):
+        return {
+            "in_flight": None,
+            "head": p.head,
+            "base_sha": p.base_sha,
+            "reconcile_base": None,
+            "verify_results": {},
+            "finalize_results": {},
+            "stage": _checks_stage(s.config),
+        }
     assert_never(p)
+
+
+def _retry(s: BuildState, event: Event) -> Changes:
+    """Try again: a failed build re-opens, spent attempts re-arm, open questions close."""
+    by = event.actor.login if isinstance(event.actor, HumanActor) else "retry"
+    changes: Changes = {
+        "attempts": {},
+        "interruptions": {},
+        "blocked": {},
+        "setup_failures": 0,
+        "setup_permanent": False,
+        "escalations": tuple(
+            e.model_copy(update={"answer": "retry", "by": by}) if e.is_open else e
+            for e in s.escalations
+        ),
+    }
+    if s.status == "failed":
+        changes.update(status="running", reason="")
+    return changes
 
 
 def _attached(s: BuildState, p: RunnerAttached) -> Changes:

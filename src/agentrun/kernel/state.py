@@ -21,7 +21,9 @@ from agentrun.events import (
     VerifyVerdict,
 )
 
-Stage = Literal["plan", "plan-review", "implement", "code-review", "verify", "finalize", "done"]
+Stage = Literal[
+    "plan", "plan-review", "implement", "code-review", "reconcile", "verify", "finalize", "done"
+]
 Status = Literal["running", "complete", "failed", "aborted"]
 Report = (
     PlanSubmitted
@@ -124,6 +126,7 @@ class BuildState(_Frozen):
     branch: str = ""
     source: str = "cli"
     issue: str | None = None
+    requested_by: str | None = None
     config: Config = Config()
     status: Status = "running"
     reason: str = ""
@@ -172,10 +175,20 @@ class BuildState(_Frozen):
     resumable: dict[str, ResumableSession] = {}
     runner: str | None = None
     sessions: int = 0
+    pending_feedback: tuple[str, ...] = ()  # forge reviews waiting for the phase in flight
+    reconcile_base: str | None = None  # the moved base a reconcile phase merges
+    forge_comment: int = 0  # the last forge comment id processed (forge.cursor)
+    forge_review: int = 0  # the last forge review id processed
 
     @property
     def open_escalations(self) -> tuple[Escalation, ...]:
         return tuple(e for e in self.escalations if e.is_open)
+
+    @property
+    def issue_number(self) -> int | None:
+        """The forge issue that started the build ("owner/name#42" -> 42)."""
+        _, _, number = (self.issue or "").rpartition("#")
+        return int(number) if number.isdigit() else None
 
     @property
     def current_round(self) -> int:

@@ -21,6 +21,7 @@ from agentrun.events import (
     PlanReviewVerdict,
     PlanStarted,
     PlanSubmitted,
+    ReconcileStarted,
     VerifyStarted,
     VerifyVerdict,
 )
@@ -72,6 +73,7 @@ def started_event(job: Job) -> object:
             "plan-review": PlanReviewStarted(round=job.round),
             "implement": ImplementStarted(round=job.round, feedback=job.feedback),
             "code-review": CodeReviewStarted(round=job.round),
+            "reconcile": ReconcileStarted(round=job.round, base_sha=work.merge or ""),
         }
         return starts[work.phase]
     if isinstance(work, RunAgentVerify):

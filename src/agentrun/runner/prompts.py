@@ -15,7 +15,7 @@ from agentrun.gitrepo import blob_data, tree_at
 from agentrun.kernel.state import BuildState
 
 _FIELD = re.compile(r"\{([a-z]+)\}")
-FAMILIES = ("plan", "plan-review", "implement", "code-review", "verify", "finalize")
+FAMILIES = ("plan", "plan-review", "implement", "code-review", "verify", "finalize", "reconcile")
 
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")

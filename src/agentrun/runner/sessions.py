@@ -23,6 +23,7 @@ from agentrun.events import (
     FinalizeCompleted,
     FinalizeStepCompleted,
     ImplementCompleted,
+    ReconcileCompleted,
     SessionEnded,
     SessionStarted,
     VerifyCompleted,
@@ -85,12 +86,41 @@ class SessionRunner:
             )
             self.build.append([Draft(started), *failed(job, error, permanent=True)], fact=False)
             return
-        self.build.append([Draft(started)], fact=False)
+        if isinstance(work, RunPhase) and work.merge:
+            merged = self._merge(job, work.merge, started)
+            if merged is None:
+                return
+            job = merged
+        else:
+            self.build.append([Draft(started)], fact=False)
         for index, name in enumerate(names):
             substitution = names[0] if index else None
             retry_elsewhere = self._session(job, name, substitution, last=index == len(names) - 1)
             if not retry_elsewhere:
                 return
+
+    def _merge(self, job: Job, base: str, started: object) -> Job | None:
+        """Reconcile: merge the moved base; a clean merge needs no agent (None: done)."""
+        state = self.build.state
+        try:
+            conflicts = self.workspace.start_merge(base)
+        except RuntimeSetupError as exc:
+            self.build.append([Draft(started), *failed(job, str(exc), permanent=True)])
+            return None
+        if conflicts:
+            self.build.append([Draft(started)], fact=False)
+            listed = "\n".join(f"  {path}" for path in conflicts)
+            note = f"Merging the base {base[:10]} left conflicts in:\n{listed}"
+            return replace(job, feedback=(*job.feedback, note))
+        mark = PhaseMark(state.slug, job.phase, job.round, None, f"merge {base[:10]}")
+        try:
+            head = self.workspace.commit_phase(state.head, mark, config=state.config, merge=base)
+        except GuardError as exc:
+            self.build.append([Draft(started), *failed(job, str(exc), permanent=True)])
+            return None
+        done = ReconcileCompleted(round=job.round, base_sha=base, head=head)
+        self.build.append([Draft(started), Draft(done)], fact=False)
+        return None
 
     def _session(self, job: Job, name: str, substitution: str | None, last: bool) -> bool:
         """One session on runtime ``name``; True when an alternate should take over."""
@@ -220,15 +250,18 @@ class SessionRunner:
             return
         summary = subject(report)
         mark = PhaseMark(state.slug, job.phase, job.round, session, summary)
+        work = job.work
+        merge = work.merge if isinstance(work, RunPhase) else None
         try:
-            head = self.workspace.commit_phase(state.head, mark, config=state.config)
+            head = self.workspace.commit_phase(state.head, mark, config=state.config, merge=merge)
         except GuardError as exc:
             refused = TurnResult(ok=False, error=str(exc), usage=turn.usage, cause="guard")
             self._fail(job, session, refused, "", arts)
             return
         drafts = [Draft(SessionEnded(outcome="ok", head=head, **ended), artifacts=arts)]
-        work = job.work
-        if isinstance(work, RunPhase) and work.phase == "implement":
+        if merge:
+            drafts.append(Draft(ReconcileCompleted(round=job.round, base_sha=merge, head=head)))
+        elif isinstance(work, RunPhase) and work.phase == "implement":
             paths = self.workspace.changed_paths(state.base_sha, head)
             text = report.summary_text if isinstance(report, AgentDone) else ""
             drafts.append(

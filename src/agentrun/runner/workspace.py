@@ -116,19 +116,39 @@ class Workspace:
         )
         return out.stdout
 
-    def commit_phase(self, parent: str, mark: PhaseMark, *, config: Config) -> str:
+    def start_merge(self, base: str) -> tuple[str, ...]:
+        """Merge ``base`` into the worktree without committing; the paths left in conflict."""
+        try:
+            self._git("merge", "--no-commit", "--no-ff", "--no-edit", base)
+        except subprocess.CalledProcessError as exc:
+            conflicted = self._git("diff", "--name-only", "--diff-filter=U").split()
+            if not conflicted:
+                detail = (exc.stderr or exc.stdout or "").strip()
+                raise RuntimeSetupError(
+                    f"cannot merge {base[:10]} into {self.path}: {detail}"
+                ) from None
+            return tuple(sorted(conflicted))
+        return ()
+
+    def commit_phase(
+        self, parent: str, mark: PhaseMark, *, config: Config, merge: str | None = None
+    ) -> str:
         """The phase commit: the worktree as ``git add -A`` sees it, minus the scratch folder.
 
         Raises ``GuardError`` (nothing committed) when the work changes ``.agentrun/``,
         plants a symlink that points outside the worktree, touches a protected path or
         adds a secret (``config``'s ``protect`` and ``secrets``: the build's snapshot).
+        With ``merge`` (reconcile), the commit also has that base as a parent, the work is
+        judged against the base (whose own changes are the maintainers'), and conflict
+        markers left in the tree refuse it.
         """
         rules = Rules.of(config, os.environ)
         wt = pygit2.Repository(str(self.path))
+        against = merge or parent
         try:
-            self._check_agent_commits(wt, parent, rules)
+            self._check_agent_commits(wt, parent, rules, also_hide=merge)
             # Before `git add`, which would store a secret as a blob in the shared objects.
-            found = check_workdir(wt, tree_at(wt, parent), rules, skip=(SCRATCH_PREFIX,))
+            found = check_workdir(wt, tree_at(wt, against), rules, skip=(SCRATCH_PREFIX,))
             if found:
                 raise GuardError(summary("the worktree", found))
             self._git("add", "-A")
@@ -138,16 +158,17 @@ class Workspace:
                 if entry.path.startswith(SCRATCH_PREFIX):
                     index.remove(entry.path)
             tree = index.write_tree()
-            self._check_tree(parent, tree, "the worktree", rules)
+            self._check_tree(against, tree, "the worktree", rules)
+            if merge:
+                self._check_resolved(against, tree)
         except GuardError:
             # The agent may have moved the branch with commits of its own: a refused
             # phase leaves nothing of its work where it could be published.
             self.prepare(parent)
             raise
         sig = signature()
-        oid = self.repo.create_commit(
-            None, sig, sig, mark.message(), tree, [pygit2.Oid(hex=parent)]
-        )
+        parents = [pygit2.Oid(hex=parent)] + ([pygit2.Oid(hex=merge)] if merge else [])
+        oid = self.repo.create_commit(None, sig, sig, mark.message(), tree, parents)
         self.repo.references.create(self.branch_ref, oid, force=True)
         self._git("checkout", "-q", "-f", self.branch)
         self._git("reset", "-q", str(oid))
@@ -163,7 +184,9 @@ class Workspace:
         self.repo.references.create(self.branch_ref, oid, force=True)
         return str(oid)
 
-    def _check_agent_commits(self, wt: pygit2.Repository, parent: str, rules: Rules) -> None:
+    def _check_agent_commits(
+        self, wt: pygit2.Repository, parent: str, rules: Rules, also_hide: str | None = None
+    ) -> None:
         if wt.head_is_unborn:
             return
         head = wt.head.target
@@ -171,6 +194,8 @@ class Workspace:
             return
         walker = wt.walk(head, WALK_NEWEST_FIRST)
         walker.hide(pygit2.Oid(hex=parent))
+        if also_hide:
+            walker.hide(pygit2.Oid(hex=also_hide))  # the base's own commits are not the agent's
         for commit in walker:
             base = commit.parents[0].tree_id if commit.parents else tree_at(self.repo, parent).id
             self._check_tree(str(base), commit.tree_id, f"commit {str(commit.id)[:10]}", rules)
@@ -196,6 +221,20 @@ class Workspace:
         found = check_diff(self.repo, diff, rules)
         if found:
             raise GuardError(summary(where, found))
+
+    def _check_resolved(self, base: str, tree: pygit2.Oid) -> None:
+        """A merge commit must not keep conflict markers in what it changes."""
+        diff = tree_at(self.repo, base).diff_to_tree(tree_at(self.repo, tree))
+        for delta in diff.deltas:
+            new = delta.new_file
+            if delta.status == pygit2.GIT_DELTA_DELETED or new.mode == pygit2.GIT_FILEMODE_LINK:
+                continue
+            for line in blob_data(self.repo, new.id).splitlines():
+                if line.startswith((b"<<<<<<< ", b">>>>>>> ")):
+                    raise GuardError(
+                        f"{new.path} still holds conflict markers: resolve every conflict "
+                        "before `git agentrun agent done`"
+                    )
 
     def changed_paths(self, base: str, head: str) -> tuple[str, ...]:
         diff = tree_at(self.repo, base).diff_to_tree(tree_at(self.repo, head))
