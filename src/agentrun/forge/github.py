@@ -1,0 +1,440 @@
+"""The github forge: pull requests, issues, labels and statuses through PyGithub (DESIGN §8).
+
+Configured from the environment, as GitHub Actions sets it: ``GITHUB_TOKEN``,
+``GITHUB_API_URL`` (default ``https://api.github.com``), ``GITHUB_GRAPHQL_URL`` (default
+the API URL + ``/graphql``) and ``GITHUB_REPOSITORY`` (``owner/name``; else read from the
+``origin`` URL). Branches are pushed with the git CLI, which carries the Actions token
+in ``http.extraheader``. Taking a pull request out of draft is GraphQL only.
+
+Every failure, PyGithub's or the network's, becomes one ``ForgeError`` line.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, Literal
+from urllib.parse import quote
+
+import pygit2
+
+from agentrun.errors import ForgeError
+from agentrun.forge.base import (
+    Comment,
+    CommitState,
+    Issue,
+    Permission,
+    ProposalInfo,
+    Review,
+    register,
+)
+from agentrun.forge.local import git_in
+from agentrun.gitrepo import common_dir
+
+DEFAULT_API = "https://api.github.com"
+STATUS_MARKER = "<!-- agentrun:status -->"
+TIMEOUT_SECONDS = 30
+PER_PAGE = 100
+BRANCH_PREFIX = "agentrun/"
+READY_MUTATION = (
+    "mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id}) "
+    "{ pullRequest { id isDraft } } }"
+)
+_PERMISSIONS: frozenset[str] = frozenset({"admin", "maintain", "write", "triage", "read", "none"})
+_ORIGIN = re.compile(r"github\.com[:/]+(?P<repo>[^/\s]+/[^/\s]+?)(?:\.git)?/?$")
+_NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
+_REPOSITORY = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+
+
+def repository_from(environ: dict[str, str] | os._Environ[str], origin: str | None) -> str:
+    """``owner/name``: ``GITHUB_REPOSITORY``, else parsed from a github.com ``origin`` URL."""
+    named = environ.get("GITHUB_REPOSITORY", "").strip()
+    if named:
+        if not _REPOSITORY.match(named):
+            raise ForgeError(f"GITHUB_REPOSITORY={named!r}: expected owner/name")
+        return named
+    found = _ORIGIN.search(origin or "")
+    if found is None:
+        raise ForgeError(
+            f"cannot tell the GitHub repository from origin {origin or '(none)'!r}: "
+            "set GITHUB_REPOSITORY=owner/name"
+        )
+    return found.group("repo")
+
+
+class GitHubForge:
+    """Pull requests and issues of one GitHub repository."""
+
+    name = "github"
+
+    def __init__(self, repo: pygit2.Repository) -> None:
+        from github import Auth, Github
+
+        self.repo = repo
+        token = os.environ.get("GITHUB_TOKEN", "").strip()
+        if not token:
+            raise ForgeError(
+                "the github forge needs a token: set GITHUB_TOKEN "
+                "(in a workflow: env: GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }})"
+            )
+        self.token = token
+        self.api_url = (os.environ.get("GITHUB_API_URL") or DEFAULT_API).rstrip("/")
+        self.graphql_url = os.environ.get("GITHUB_GRAPHQL_URL") or f"{self.api_url}/graphql"
+        names = [n for n in repo.remotes.names() if n]
+        origin = repo.remotes["origin"].url if "origin" in names else None
+        self.full_name = repository_from(os.environ, origin)
+        self.owner = self.full_name.split("/", 1)[0]
+        self.gh = Github(
+            base_url=self.api_url,
+            auth=Auth.Token(token),
+            timeout=TIMEOUT_SECONDS,
+            per_page=PER_PAGE,
+            retry=None,
+            seconds_between_requests=None,
+            seconds_between_writes=None,
+            lazy=True,  # objects fetch only when an attribute is read: fewer requests
+        )
+        self.gh_repo = self.gh.get_repo(self.full_name)
+        self.repo_url = f"{self.api_url}/repos/{self.full_name}"
+        self._status_ids: dict[tuple[int, str], int] = {}
+        self._node_ids: dict[int, str] = {}
+
+    # --- the Forge protocol ------------------------------------------------
+
+    def push_branch(self, branch: str, sha: str) -> None:
+        """Push ``sha`` to ``branch`` on origin; git refuses anything but a fast-forward."""
+        try:
+            git_in(
+                common_dir(self.repo),
+                "push",
+                "--no-verify",
+                "--quiet",
+                "origin",
+                f"{sha}:refs/heads/{branch}",
+                git_dir=True,
+            )
+        except ForgeError as exc:
+            if "non-fast-forward" in str(exc) or "fetch first" in str(exc):
+                raise ForgeError(
+                    f"origin's {branch} has commits this build does not have; "
+                    "not overwriting them (agentrun never force-pushes)"
+                ) from None
+            raise
+
+    def find_open(self, head: str) -> ProposalInfo | None:
+        with self._errors(f"list open pull requests of {head}"):
+            pulls = self.gh_repo.get_pulls(state="open", head=f"{self.owner}:{head}")
+            for pull in pulls:
+                if pull.head.ref == head:
+                    return self._info(pull)
+        return None
+
+    def open_draft(
+        self, title: str, body: str, head: str, base: str, build: str | None
+    ) -> ProposalInfo:
+        with self._errors(f"open a draft pull request of {head} into {base}"):
+            pull = self.gh_repo.create_pull(base, head, title=title, body=body, draft=True)
+            return self._info(pull)
+
+    def get(self, number: int) -> ProposalInfo:
+        with self._errors(f"read pull request #{number}"):
+            return self._info(self.gh_repo.get_pull(number))
+
+    def list(self) -> builtins.list[ProposalInfo]:
+        with self._errors("list pull requests"):
+            pulls = self.gh_repo.get_pulls(state="all", sort="created", direction="desc")
+            return [self._info(pull) for pull in pulls]
+
+    def update_body(self, number: int, body: str) -> None:
+        with self._errors(f"update the description of #{number}"):
+            self.gh_repo.get_pull(number).edit(body=body)
+
+    def upsert_status_comment(self, number: int, body: str) -> Comment:
+        """Edit the comment whose first line is ``body``'s marker line, or post it.
+
+        A body that does not start with an ``<!-- agentrun:… -->`` marker gets
+        ``STATUS_MARKER`` as its first line.
+        """
+        first = body.split("\n", 1)[0]
+        if not (first.startswith("<!-- agentrun:") and first.endswith("-->")):
+            first, body = STATUS_MARKER, f"{STATUS_MARKER}\n{body}"
+        key = (number, first)
+        with self._errors(f"update the status comment on #{number}"):
+            known = self._status_ids.get(key)
+            if known is None:
+                for old in self._pages(f"{self.repo_url}/issues/{number}/comments"):
+                    if str(old.get("body") or "").split("\n", 1)[0] == first:
+                        known = int(old["id"])
+                        break
+            if known is not None:
+                comment = self._issue_comment(known)
+                comment.edit(body)
+            else:
+                comment = self.gh_repo.get_issue(number).create_comment(body)
+            self._status_ids[key] = comment.id
+            return _comment(comment, body)
+
+    def comment(self, number: int, body: str, author: str = "agentrun") -> Comment:
+        """Post a comment; GitHub credits the token's owner, whatever ``author`` says."""
+        with self._errors(f"comment on #{number}"):
+            return _comment(self.gh_repo.get_issue(number).create_comment(body))
+
+    def comments_since(self, number: int, after_id: int) -> builtins.list[Comment]:
+        with self._errors(f"read the comments of #{number}"):
+            found = [
+                _raw_comment(c) for c in self._pages(f"{self.repo_url}/issues/{number}/comments")
+            ]
+        return sorted((c for c in found if c.id > after_id), key=lambda c: c.id)
+
+    def mark_ready(self, number: int) -> None:
+        """Take the pull request out of draft (GraphQL: REST cannot)."""
+        import httpx
+
+        node = self._node_ids.get(number)
+        if node is None:
+            with self._errors(f"read pull request #{number}"):
+                node = self.gh_repo.get_pull(number).node_id
+        try:
+            response = httpx.post(
+                self.graphql_url,
+                json={"query": READY_MUTATION, "variables": {"id": node}},
+                headers={"Authorization": f"bearer {self.token}"},
+                timeout=TIMEOUT_SECONDS,
+            )
+        except httpx.HTTPError as exc:
+            raise ForgeError(f"github: cannot reach {self.graphql_url}: {exc}") from None
+        answer = _json(response)
+        errors = answer.get("errors") if isinstance(answer, dict) else None
+        if response.status_code >= 400 or errors:
+            detail = "; ".join(str(e.get("message", e)) for e in errors or []) or response.text
+            raise ForgeError(
+                f"github: could not mark #{number} ready for review "
+                f"({response.status_code}): {detail[:300]}"
+            )
+
+    # --- HostedForge -----------------------------------------------------------
+
+    def issue(self, number: int) -> Issue:
+        with self._errors(f"read issue #{number}"):
+            found = self.gh_repo.get_issue(number)
+            return Issue(
+                number=found.number,
+                title=found.title or "",
+                body=found.body or "",
+                author=found.user.login if found.user else "ghost",
+                labels=tuple(label.name for label in found.labels),
+                is_proposal=found.pull_request is not None,
+            )
+
+    def permission(self, login: str) -> Permission:
+        """``login``'s role; a 404 (not a collaborator, no such user) is ``none``."""
+        url = f"{self.repo_url}/collaborators/{quote(login, safe='')}/permission"
+        try:
+            with self._errors(f"read the permission of {login}"):
+                _, data = self.gh.requester.requestJsonAndCheck("GET", url)
+        except ForgeError as exc:
+            if _status(exc) == 404:
+                return "none"
+            raise
+        role = str(data.get("role_name") or "")
+        if role in _PERMISSIONS:
+            return role  # type: ignore[return-value]
+        plain = str(data.get("permission") or "none")  # a custom role: its base permission
+        return plain if plain in _PERMISSIONS else "none"  # type: ignore[return-value]
+
+    def set_labels(self, number: int, add: Sequence[str], remove: Sequence[str]) -> None:
+        """Add, then remove; removing a label the issue does not have is not an error."""
+        requester = self.gh.requester
+        if add:
+            with self._errors(f"label #{number}"):
+                # PyGithub's add_to_labels sends a bare list; GitHub documents an object.
+                requester.requestJsonAndCheck(
+                    "POST", f"{self.repo_url}/issues/{number}/labels", input={"labels": [*add]}
+                )
+        for name in remove:
+            url = f"{self.repo_url}/issues/{number}/labels/{quote(name, safe='')}"
+            try:
+                with self._errors(f"remove label {name!r} from #{number}"):
+                    requester.requestJsonAndCheck("DELETE", url)
+            except ForgeError as exc:
+                if _status(exc) != 404:
+                    raise
+
+    def set_commit_status(
+        self, sha: str, context: str, state: CommitState, description: str, url: str | None
+    ) -> None:
+        status: dict[str, Any] = {
+            "state": state,
+            "context": context,
+            "description": description[:140],  # GitHub's limit
+        }
+        if url:
+            status["target_url"] = url
+        with self._errors(f"set status {context} on {sha[:10]}"):
+            self.gh.requester.requestJsonAndCheck(
+                "POST", f"{self.repo_url}/statuses/{sha}", input=status
+            )
+
+    def request_review(self, number: int, login: str) -> None:
+        with self._errors(f"request a review of #{number} from {login}"):
+            self.gh_repo.get_pull(number).create_review_request(reviewers=[login])
+
+    def react(self, comment_id: int, content: str) -> None:
+        # Not PyGithub's create_reaction: it still sends a long-gone preview media type.
+        url = f"{self.repo_url}/issues/comments/{comment_id}/reactions"
+        with self._errors(f"react to comment {comment_id}"):
+            self.gh.requester.requestJsonAndCheck("POST", url, input={"content": content})
+
+    def reviews_since(self, number: int, after_id: int) -> builtins.list[Review]:
+        """Reviews newer than ``after_id``, each with its inline comments."""
+        url = f"{self.repo_url}/pulls/{number}/reviews"
+        with self._errors(f"read the reviews of #{number}"):
+            found = []
+            for review in sorted(self._pages(url), key=lambda r: int(r["id"])):
+                if int(review["id"]) <= after_id:
+                    continue
+                inline = tuple(
+                    f"{c.get('path')}:{c.get('line') or c.get('original_line') or 0}: "
+                    f"{c.get('body') or ''}"
+                    for c in self._pages(f"{url}/{review['id']}/comments")
+                )
+                found.append(
+                    Review(
+                        id=int(review["id"]),
+                        author=_login(review.get("user")),
+                        state=str(review.get("state") or "").lower(),
+                        body=str(review.get("body") or ""),
+                        comments=inline,
+                    )
+                )
+            return found
+
+    # --- helpers -------------------------------------------------------------
+
+    def _pages(self, url: str) -> Iterator[dict[str, Any]]:
+        """Every item of a list endpoint, following ``Link: rel="next"`` page by page.
+
+        Plain dictionaries, not PyGithub's lazy objects, which fetch each item again
+        whenever a field is absent from the list.
+        """
+        params: dict[str, Any] | None = {"per_page": PER_PAGE}
+        next_url: str | None = url
+        while next_url is not None:
+            headers, data = self.gh.requester.requestJsonAndCheck("GET", next_url, params)
+            yield from data if isinstance(data, list) else []
+            found = _NEXT.search(str(headers.get("link") or ""))
+            next_url, params = (found.group(1), None) if found else (None, None)
+
+    def _issue_comment(self, comment_id: int) -> Any:
+        from github.IssueComment import IssueComment
+
+        url = f"{self.repo_url}/issues/comments/{comment_id}"
+        return IssueComment(self.gh.requester, url=url)
+
+    def _info(self, pull: Any) -> ProposalInfo:
+        self._node_ids[pull.number] = pull.node_id
+        head = pull.head.ref
+        state: Literal["open", "merged", "closed"] = (
+            "merged" if pull.merged else "open" if pull.state == "open" else "closed"
+        )
+        return ProposalInfo(
+            number=pull.number,
+            title=pull.title or "",
+            body=pull.body or "",
+            head=head,
+            base=pull.base.ref,
+            state=state,
+            draft=bool(pull.draft),
+            url=pull.html_url,
+            build=head[len(BRANCH_PREFIX) :] if head.startswith(BRANCH_PREFIX) else None,
+            head_sha=pull.head.sha,
+        )
+
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        """Turn PyGithub's and the network's exceptions into one ``ForgeError`` line."""
+        from github import GithubException
+        from requests import RequestException
+
+        try:
+            yield
+        except GithubException as exc:
+            raise ForgeError(f"github: could not {what}: {self._explain(exc)}") from exc
+        except RequestException as exc:
+            raise ForgeError(
+                f"github: could not {what}: cannot reach {self.api_url} ({type(exc).__name__})"
+            ) from exc
+
+    def _explain(self, exc: Any) -> str:
+        """What went wrong and what to do, from GitHub's status and message."""
+        status = exc.status
+        data = exc.data if isinstance(exc.data, dict) else {}
+        message = str(data.get("message") or exc.message or "no message")
+        details = [
+            str(e.get("message") or e.get("code") or e) if isinstance(e, dict) else str(e)
+            for e in data.get("errors") or []
+        ]
+        if details:
+            message += " (" + "; ".join(details)[:200] + ")"
+        hints = {
+            401: "GITHUB_TOKEN was refused: is it valid and unexpired?",
+            403: "GITHUB_TOKEN lacks a permission (contents, pull-requests, issues, statuses) "
+            "or hit a rate limit",
+            404: f"{self.full_name} or the object does not exist, or GITHUB_TOKEN cannot see it",
+        }
+        hint = hints.get(status)
+        return f"{status} {message}" + (f"; {hint}" if hint else "")
+
+
+def _comment(found: Any, body: str | None = None) -> Comment:
+    created = found.created_at
+    return Comment(
+        id=found.id,
+        author=found.user.login if found.user else "ghost",
+        body=body if body is not None else (found.body or ""),
+        created_at=created,
+        updated_at=found.updated_at or created,
+    )
+
+
+def _raw_comment(data: dict[str, Any]) -> Comment:
+    created = _when(data.get("created_at"))
+    return Comment(
+        id=int(data["id"]),
+        author=_login(data.get("user")),
+        body=str(data.get("body") or ""),
+        created_at=created,
+        updated_at=_when(data.get("updated_at")) if data.get("updated_at") else created,
+    )
+
+
+def _when(text: Any) -> datetime:
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.now(UTC)
+
+
+def _login(user: Any) -> str:
+    return str(user.get("login") or "ghost") if isinstance(user, dict) else "ghost"
+
+
+def _status(exc: ForgeError) -> int | None:
+    """The HTTP status behind a ``ForgeError``, when GitHub answered."""
+    cause = exc.__cause__
+    status = getattr(cause, "status", None)
+    return status if isinstance(status, int) else None
+
+
+def _json(response: Any) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+register("github", GitHubForge)
