@@ -112,12 +112,36 @@ def init(force: bool) -> None:
     show_envvar=True,
     help="Park the build before it spends more than USD.",
 )
-def run(goal: str, base: str | None, roles: tuple[str, ...], max_cost: float | None) -> None:
+@click.option(
+    "--remote",
+    metavar="REMOTE",
+    envvar="AGENTRUN_REMOTE",
+    show_envvar=True,
+    help="Claim the build on REMOTE and push it there at every phase boundary "
+    "(default: [sync] remote).",
+)
+@click.option(
+    "--time-limit",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="MINUTES",
+    envvar="AGENTRUN_TIME_LIMIT",
+    show_envvar=True,
+    help="Stop after MINUTES as Ctrl-C would; the build stays resumable.",
+)
+def run(
+    goal: str,
+    base: str | None,
+    roles: tuple[str, ...],
+    max_cost: float | None,
+    remote: str | None,
+    time_limit: float | None,
+) -> None:
     """Create a build for GOAL and run it until it completes or parks."""
     from agentrun.cli.progress import progress
     from agentrun.cli.render import outcome_lines
-    from agentrun.commands.build import create_build, parse_roles, run_build
+    from agentrun.commands.build import create_build, deadline, parse_roles, run_build
 
+    stop_at = deadline(time_limit)
     repo = _repo()
     created = create_build(repo, goal, base, parse_roles(roles), max_cost=max_cost)
     if created.picked:
@@ -126,9 +150,15 @@ def run(goal: str, base: str | None, roles: tuple[str, ...], max_cost: float | N
     if created.dirty:
         click.echo("note: uncommitted changes in your working tree are not part of the build")
     with progress() as observer:
-        outcome = run_build(repo, created.slug, observer)
+        outcome = run_build(repo, created.slug, observer, remote, stop_at)
     for line in outcome_lines(outcome.state):
         click.echo(line)
+    _time_limit_line(outcome.waiting, created.slug)
+
+
+def _time_limit_line(waiting: str, slug: str) -> None:
+    if waiting == "time-limit":
+        click.echo(f"stopped at the time limit; continue with: git agentrun resume {slug}")
 
 
 @cli.command()
@@ -146,22 +176,40 @@ def doctor() -> None:
 
 @cli.command()
 @click.argument("slug")
-def resume(slug: str) -> None:
+@click.option(
+    "--remote",
+    metavar="REMOTE",
+    envvar="AGENTRUN_REMOTE",
+    show_envvar=True,
+    help="Claim the build on REMOTE and push it there at every phase boundary "
+    "(default: [sync] remote).",
+)
+@click.option(
+    "--time-limit",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="MINUTES",
+    envvar="AGENTRUN_TIME_LIMIT",
+    show_envvar=True,
+    help="Stop after MINUTES as Ctrl-C would; the build stays resumable.",
+)
+def resume(slug: str, remote: str | None, time_limit: float | None) -> None:
     """Un-pause SLUG if paused and run it on from its log (also after a crash)."""
     from agentrun.cli.progress import progress
     from agentrun.cli.render import outcome_lines
-    from agentrun.commands.build import resume_build
+    from agentrun.commands.build import deadline, resume_build
     from agentrun.kernel.state import BuildState
 
+    stop_at = deadline(time_limit)
     repo = _repo()
     with progress() as observer:
-        result = resume_build(repo, slug, observer)
+        result = resume_build(repo, slug, observer, remote, stop_at)
     state = result if isinstance(result, BuildState) else result.state
     if isinstance(result, BuildState):
         click.echo(f"build {slug} is {state.status}; nothing to resume")
         return
     for line in outcome_lines(state):
         click.echo(line)
+    _time_limit_line(result.waiting, slug)
 
 
 @cli.command()
@@ -172,6 +220,39 @@ def sync(remote: str) -> None:
 
     for line in sync_with(_repo(), remote):
         click.echo(line)
+
+
+@cli.command()
+@click.option(
+    "--remote",
+    metavar="REMOTE",
+    envvar="AGENTRUN_REMOTE",
+    show_envvar=True,
+    help="Fetch from REMOTE first and run the builds there (default: [sync] remote).",
+)
+@click.option(
+    "--time-limit",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="MINUTES",
+    envvar="AGENTRUN_TIME_LIMIT",
+    show_envvar=True,
+    help="Stop after MINUTES; what is left waits for the next sweep.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (schema 1).")
+def sweep(remote: str | None, time_limit: float | None, as_json: bool) -> None:
+    """Resume builds that were answered or whose runner died; report the rest."""
+    from agentrun.commands.build import deadline
+    from agentrun.commands.sweep import sweep as sweep_builds
+
+    stop_at = deadline(time_limit)
+    swept = sweep_builds(_repo(), remote, stop_at=stop_at)
+    if as_json:
+        _echo_json({"schema": 1, "builds": [item.as_json() for item in swept]})
+        return
+    for item in swept:
+        click.echo(item.line())
+    if not swept:
+        click.echo("no open builds")
 
 
 @cli.command()
@@ -453,6 +534,53 @@ def hook_pre_push(ctx: click.Context, remote: str | None, url: str | None) -> No
         click.echo(line, err=True)
     if result.refused:
         ctx.exit(EXIT_USER)
+
+
+@cli.command()
+@click.option(
+    "--config",
+    "config_path",
+    default=".agentrun.toml",
+    show_default=True,
+    metavar="PATH",
+    envvar="AGENTRUN_CONFIG",
+    show_envvar=True,
+    help="The config file, read from the base branch's commit (never the working tree).",
+)
+@click.option(
+    "--time-limit",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="MINUTES",
+    envvar="AGENTRUN_TIME_LIMIT",
+    show_envvar=True,
+    help="Stop at a phase boundary (or cut the phase short) after MINUTES; resumable.",
+)
+@click.option(
+    "--label",
+    default="",
+    metavar="NAME",
+    envvar="AGENTRUN_LABEL",
+    show_envvar=True,
+    help="The issue label that starts a build (default: [forge] label of the config).",
+)
+@click.option(
+    "--remote", default="origin", show_default=True, help="Where build logs and leases live."
+)
+def action(config_path: str, time_limit: float | None, label: str, remote: str) -> None:
+    """Act on the GitHub Actions event of this job (GITHUB_EVENT_NAME, GITHUB_EVENT_PATH).
+
+    Writes slug, pr-url and state to $GITHUB_OUTPUT when it is set.
+    """
+    from agentrun.commands.action import GitHubEvent
+    from agentrun.commands.action import action as act
+    from agentrun.commands.build import deadline
+
+    event = GitHubEvent.from_env(os.environ)
+    result = act(_repo(), event, config_path, remote, deadline(time_limit), label or None)
+    for line in result.lines:
+        click.echo(line)
+    if event.output is not None:
+        result.write_outputs(event.output)
 
 
 def main() -> None:

@@ -161,17 +161,44 @@ def create_build(
     raise AgentrunError(f"too many builds named {stem}-N: archive some with `git agentrun pulls`")
 
 
-def run_build(repo: pygit2.Repository, slug: str, observer: Observer | None = None) -> Outcome:
-    return Runner(repo, slug, observer).run()
+def run_build(
+    repo: pygit2.Repository,
+    slug: str,
+    observer: Observer | None = None,
+    remote: str | None = None,
+    stop_at: float | None = None,
+) -> Outcome:
+    """Run ``slug``; with ``remote`` (or ``[sync] remote``), claimed and synced there."""
+    return Runner(repo, slug, observer, remote=remote, stop_at=stop_at).run()
 
 
 def resume_build(
-    repo: pygit2.Repository, slug: str, observer: Observer | None = None
+    repo: pygit2.Repository,
+    slug: str,
+    observer: Observer | None = None,
+    remote: str | None = None,
+    stop_at: float | None = None,
 ) -> Outcome | BuildState:
-    """Un-pause if paused, then run on from the log. A finished build is left as it is."""
-    from agentrun.commands.control import request_resume
+    """Un-pause if paused, then run on from the log. A finished build is left as it is.
 
+    With a remote, the build's log is first brought up to the remote's, so a fresh
+    clone continues where the last runner stopped.
+    """
+    from agentrun.commands.control import request_resume
+    from agentrun.runner.remote import configured_remote
+    from agentrun.store.sync import pull
+
+    remote = remote if remote is not None else configured_remote(repo, slug)
+    if remote:
+        pull(repo, remote, slug)
     state = request_resume(repo, slug)
     if state.status != "running":
         return state
-    return run_build(repo, slug, observer)
+    return run_build(repo, slug, observer, remote=remote or "", stop_at=stop_at)
+
+
+def deadline(minutes: float | None) -> float | None:
+    """``--time-limit MINUTES`` as a ``time.monotonic()`` deadline."""
+    import time
+
+    return None if minutes is None else time.monotonic() + minutes * 60

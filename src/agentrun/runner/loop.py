@@ -6,6 +6,7 @@ left open is closed first, and a started-but-unfinished phase re-runs from its s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Callable
@@ -15,7 +16,12 @@ from typing import assert_never
 import pygit2
 
 from agentrun import procs, secrets
-from agentrun.errors import ConcurrentUpdateError, ForgeError, RuntimeSetupError
+from agentrun.errors import (
+    AgentrunError,
+    ConcurrentUpdateError,
+    ForgeError,
+    RuntimeSetupError,
+)
 from agentrun.events import (
     BuildAborted,
     BuildCompleted,
@@ -46,10 +52,12 @@ from agentrun.kernel.decide import (
 from agentrun.kernel.state import BuildState
 from agentrun.runner.build import BuildHandle, Observer, Silent
 from agentrun.runner.checks import run_check, run_finalize_step, skip_verify
+from agentrun.runner.deadline import TIME_LIMIT, Deadline
 from agentrun.runner.publish import Publisher
+from agentrun.runner.remote import RemoteRun, configured_remote
 from agentrun.runner.sessions import SessionRunner
 from agentrun.runner.workspace import Workspace
-from agentrun.store.lease import Heartbeat, Lease, acquire
+from agentrun.store.lease import Heartbeat, Lease, acquire, lease_ttl
 from agentrun.store.log import Draft
 
 
@@ -68,26 +76,67 @@ class Runner:
         slug: str,
         observer: Observer | None = None,
         heartbeat_seconds: float | None = None,
+        remote: str | None = None,
+        stop_at: float | None = None,
     ) -> None:
+        """``remote``: claim and sync the build there (default: ``[sync] remote``).
+        ``stop_at``: a ``time.monotonic()`` deadline; reaching it ends the run as Ctrl-C
+        would, and ``run`` returns an Outcome waiting on ``"time-limit"``."""
         self.repo = repo
         self.slug = slug
         self.instance = f"r-{uuid.uuid4().hex[:8]}"
         self.observer = observer or Silent()
         self.heartbeat_seconds = heartbeat_seconds
+        self.remote = remote if remote is not None else configured_remote(repo, slug)
+        self.stop_at = stop_at
+        self._remote: RemoteRun | None = None
+        self._deadline = Deadline(None)
 
     def run(self, acknowledge_only: bool = False) -> Outcome:
         """Execute decisions until ``wait``; with ``acknowledge_only``, only controls."""
-        lease = acquire(self.repo, self.slug, holder=self.instance)
-        dead = lease.taken_from
-        if dead is not None and dead.agent_pgid and dead.holder_dead_here():
-            # Whatever the dead runner's agent left running would race the new session.
-            procs.end_group(dead.agent_pgid)
-        beat = Heartbeat(lease, self.heartbeat_seconds or lease.ttl / 4)
+        ttl = lease_ttl()
+        beat_every = self.heartbeat_seconds or ttl / 4
+        lease = acquire(self.repo, self.slug, holder=self.instance, ttl=ttl)
         try:
-            with beat:
-                return self._loop(lease, beat, acknowledge_only)
+            if self.remote:
+                self._remote = RemoteRun(self.repo, self.remote, self.slug, self.instance, ttl)
+                self._remote.claim(beat_every)
+            dead = lease.taken_from
+            if dead is not None and dead.agent_pgid and dead.holder_dead_here():
+                # Whatever the dead runner's agent left running would race the new session.
+                procs.end_group(dead.agent_pgid)
+            with Heartbeat(lease, beat_every) as beat, Deadline(self.stop_at) as deadline:
+                self._deadline = deadline
+                return self._run_synced(lease, beat, acknowledge_only)
         finally:
             lease.release()
+
+    def _run_synced(self, lease: Lease, beat: Heartbeat, acknowledge_only: bool) -> Outcome:
+        """The loop, then a last push and the remote lease's release, however it ended."""
+        remote = self._remote
+        try:
+            outcome = self._loop(lease, beat, acknowledge_only)
+        except KeyboardInterrupt:
+            if not self._deadline.fired:
+                self._close_quietly()
+                raise
+            outcome = self._stopped()
+        except BaseException:
+            self._close_quietly()
+            raise
+        if remote is not None:
+            remote.close()
+        return outcome
+
+    def _close_quietly(self) -> None:
+        """On the way out with an error: push what can be pushed, release, keep the error."""
+        if self._remote is not None:
+            with contextlib.suppress(AgentrunError):
+                self._remote.close()
+
+    def _stopped(self) -> Outcome:
+        build = BuildHandle(self.repo, self.slug, self.observer, writer=self.instance)
+        return Outcome(build.state, TIME_LIMIT)
 
     def _loop(self, lease: Lease, beat: Heartbeat, acknowledge_only: bool) -> Outcome:
         build = BuildHandle(self.repo, self.slug, self.observer, writer=self.instance)
@@ -107,11 +156,16 @@ class Runner:
                 return Outcome(state, decision.reason)
             if acknowledge_only and not isinstance(decision, Acknowledge):
                 return Outcome(state, "not-acknowledged")
+            if self._deadline.reached:
+                return Outcome(state, TIME_LIMIT)
             try:
-                self._execute(decision, build, workspace, sessions, publisher)
+                with self._deadline.phase():
+                    self._execute(decision, build, workspace, sessions, publisher)
             except ConcurrentUpdateError:
                 continue  # someone appended between our read and our write: re-decide
             publisher.sync_status()
+            if self._remote is not None:
+                self._remote.boundary(build)
 
     def _attach(self, build: BuildHandle) -> None:
         state = build.state

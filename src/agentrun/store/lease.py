@@ -7,6 +7,7 @@ seen, renewed by a heartbeat, and released by deleting the ref while it is still
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -15,7 +16,7 @@ import pygit2
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentrun import procs
-from agentrun.errors import ConcurrentUpdateError, LeaseHeldError, LeaseLostError
+from agentrun.errors import ConcurrentUpdateError, ConfigError, LeaseHeldError, LeaseLostError
 from agentrun.gitrepo import commit_at, empty_tree, now_utc, signature
 from agentrun.store.log import check_slug, move_ref
 
@@ -23,6 +24,26 @@ LEASES = "refs/agentrun/leases/"
 TTL_SECONDS = 120.0
 HEARTBEAT_SECONDS = 30.0
 SKEW_SECONDS = 30.0
+TTL_VARIABLE = "AGENTRUN_LEASE_TTL"
+
+
+def lease_ttl() -> float:
+    """The TTL a runner claims with: ``AGENTRUN_LEASE_TTL`` seconds (for tests), or 120."""
+    value = os.environ.get(TTL_VARIABLE, "").strip()
+    if not value:
+        return TTL_SECONDS
+    try:
+        ttl = float(value)
+    except ValueError:
+        ttl = 0.0
+    if not ttl > 0:
+        raise ConfigError(f"{TTL_VARIABLE}={value!r}: expected a number of seconds above 0")
+    return ttl
+
+
+def skew_seconds() -> float:
+    """The clock-skew allowance: 30 s, or a quarter of a shorter TTL set for tests."""
+    return min(SKEW_SECONDS, lease_ttl() / 4)
 
 
 class LeaseInfo(BaseModel):
@@ -38,7 +59,7 @@ class LeaseInfo(BaseModel):
     expires_at: datetime
 
     def expired(self, now: datetime) -> bool:
-        return now > self.expires_at + timedelta(seconds=SKEW_SECONDS)
+        return now > self.expires_at + timedelta(seconds=skew_seconds())
 
     def holder_dead_here(self) -> bool:
         """The holder ran on this very machine (same boot) and is gone."""

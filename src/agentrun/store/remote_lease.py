@@ -35,7 +35,7 @@ class RemoteLease:
                 "expires_at": (now or now_utc()) + timedelta(seconds=self.ttl),
             }
         )
-        oid = _lease_commit(self.remote.repo, info)
+        oid = lease_commit(self.remote.repo, info)
         done = self.remote.push([RefUpdate(lease_ref(self.slug), oid, self.oid)])
         if done is None or done.returncode != 0:
             raise LeaseLostError(
@@ -87,7 +87,7 @@ def claim_remote(
         generation=generation,
         expires_at=now + timedelta(seconds=ttl),
     )
-    oid = _lease_commit(repo, info)
+    oid = lease_commit(repo, info)
     done = where.push([RefUpdate(ref, oid, seen)])
     if done is None or done.returncode != 0:
         if where.ls(ref).get(ref) != seen:
@@ -104,6 +104,6 @@ def release_remote(lease: RemoteLease) -> bool:
     return lease.release()
 
 
-def _lease_commit(repo: pygit2.Repository, info: LeaseInfo) -> str:
+def lease_commit(repo: pygit2.Repository, info: LeaseInfo) -> str:
     sig = signature()
     return str(repo.create_commit(None, sig, sig, info.model_dump_json(), empty_tree(repo), []))

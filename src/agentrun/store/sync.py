@@ -26,6 +26,7 @@ from agentrun.store.log import EventLog, build_ref, move_ref
 from agentrun.store.notes import NOTES_REF
 
 BRANCHES = "refs/heads/agentrun/"
+PULLS = "refs/agentrun/pulls/"  # the local forge's proposals (forge/local_store.py)
 REMOTE_TIMEOUT = 300  # seconds for one fetch, ls-remote or push
 
 
@@ -136,6 +137,23 @@ class Remote:
         found = self.repo.references.get(self.tracking + ref)
         return None if found is None else str(found.target)
 
+    def tracking_ref(self, ref: str) -> str:
+        """Where ``fetch`` keeps the remote's ``ref`` here."""
+        if ref == NOTES_REF:
+            return self.tracking + "notes"
+        if ref.startswith(BRANCHES):
+            return self.tracking + "branches/" + ref[len(BRANCHES) :]
+        return self.tracking + ref.removeprefix("refs/agentrun/")
+
+    def record(self, updates: Sequence[RefUpdate]) -> None:
+        """After a push the remote accepted: the tracking refs say what it now holds."""
+        for update in updates:
+            name = self.tracking_ref(update.ref)
+            if update.new:
+                self.repo.references.create(name, pygit2.Oid(hex=update.new), force=True)
+            elif name in self.repo.references:
+                self.repo.references.delete(name)
+
     def seen_under(self, prefix: str) -> dict[str, str]:
         full = self.tracking + prefix
         return {
@@ -229,6 +247,66 @@ def sync(repo: pygit2.Repository, remote_name: str) -> SyncResult:
                 "again"
             )
     return result
+
+
+def build_updates(remote: Remote, slug: str) -> tuple[BuildSync, list[RefUpdate]]:
+    """Reconcile one build with what ``remote`` held at the last fetch (or push).
+
+    The local log is fast-forwarded, or its local-only events are re-parented onto the
+    remote tip; the remote's notes are merged. Returns what happened and the updates a
+    push needs (log, build branch, notes), each expecting the oid the remote was seen at.
+    """
+    updates = list[RefUpdate]()
+    found = _sync_log(EventLog(remote.repo), slug, remote.seen(f"builds/{slug}"), updates)
+    found.branch = _sync_branch(remote.repo, slug, remote.seen(f"branches/{slug}"), updates)
+    _sync_notes(remote, updates)
+    _sync_pulls(remote, updates)
+    return found, updates
+
+
+def _sync_pulls(remote: Remote, updates: list[RefUpdate]) -> None:
+    """The local forge's proposals (chains of commits): fast-forward either way.
+
+    A proposal both sides changed (or two clones that opened the same number) is left
+    as it is on each side.
+    """
+    repo = remote.repo
+    theirs_all = remote.seen_under("pulls/")
+    ours_all = {
+        name[len(PULLS) :]: str(repo.references[name].target)
+        for name in repo.references
+        if name.startswith(PULLS)
+    }
+    for number in sorted(set(theirs_all) | set(ours_all)):
+        ref, theirs, ours = PULLS + number, theirs_all.get(number), ours_all.get(number)
+        if ours == theirs:
+            continue
+        if theirs is not None and (ours is None or repo.descendant_of(theirs, ours)):
+            move_ref(repo, ref, theirs, ours)
+        elif ours is not None and (theirs is None or repo.descendant_of(ours, theirs)):
+            updates.append(RefUpdate(ref, ours, theirs))
+
+
+def pull(repo: pygit2.Repository, remote_name: str, slug: str | None = None) -> Remote:
+    """Fetch, then bring the local logs (one build's, or every live one's) up to the remote.
+
+    Nothing is pushed: local-only events wait, re-parented onto the remote tip, for the
+    next sync or the runner's next phase boundary.
+    """
+    remote = Remote(repo, remote_name)
+    remote.fetch()
+    log = EventLog(repo)
+    if slug is not None:
+        slugs = [slug]
+    else:
+        gone = archived(repo)
+        slugs = sorted((set(log.slugs()) | set(remote.seen_under("builds/"))) - set(gone))
+    for name in slugs:
+        theirs = remote.seen(f"builds/{name}")
+        if theirs is not None or log.tip_oid(name) is not None:
+            _sync_log(log, name, theirs, [])
+    _sync_pulls(remote, [])
+    return remote
 
 
 def _sync_log(log: EventLog, slug: str, theirs: str | None, updates: list[RefUpdate]) -> BuildSync:

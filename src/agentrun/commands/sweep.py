@@ -1,0 +1,149 @@
+"""``git agentrun sweep``: resume what can go on, report what cannot (DESIGN §9).
+
+A build is resumed when the kernel has work for it (its questions were answered, a
+control waits to be acknowledged, or it never ran) and no live lease holds it, or
+when its runner died (the lease expired, or its process is gone on this machine).
+Parked, paused and elsewhere-running builds are reported, one line each.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import pygit2
+
+from agentrun.config import load_config
+from agentrun.errors import AgentrunError
+from agentrun.gitrepo import now_utc
+from agentrun.kernel.decide import Acknowledge, Wait, decide
+from agentrun.kernel.state import BuildState
+from agentrun.runner.build import Observer
+from agentrun.runner.deadline import TIME_LIMIT
+from agentrun.runner.loop import Runner
+from agentrun.store.cache import StateCache, load_state
+from agentrun.store.lease import LeaseInfo, lease_info, read_lease
+from agentrun.store.log import EventLog
+from agentrun.store.sync import Remote, pull
+
+
+@dataclass(frozen=True)
+class Swept:
+    """One open build and what the sweep did with it."""
+
+    slug: str
+    action: Literal["resumed", "skipped"]
+    reason: str
+    state: str  # the state name after the sweep: running, parked, paused, complete, …
+    phase: str = ""
+
+    def line(self) -> str:
+        where = f" at {self.phase}" if self.phase else ""
+        return f"{self.slug}: {self.action} ({self.reason}); {self.state}{where}"
+
+    def as_json(self) -> dict[str, str]:
+        return {
+            "slug": self.slug,
+            "action": self.action,
+            "reason": self.reason,
+            "state": self.state,
+        }
+
+
+def sweep(
+    repo: pygit2.Repository,
+    remote: str | None = None,
+    observer: Observer | None = None,
+    stop_at: float | None = None,
+) -> list[Swept]:
+    """Fetch (with a remote), then resume or report every open build, oldest slug first.
+
+    ``remote`` defaults to ``[sync] remote``; ``stop_at`` is a ``time.monotonic()``
+    deadline shared by all the builds (a build cut short stays resumable; the ones not
+    reached are reported as skipped).
+    """
+    if remote is None and repo.workdir:
+        remote = load_config(Path(repo.workdir)).sync.remote
+    where = pull(repo, remote) if remote else None
+    log, cache = EventLog(repo), StateCache(repo)
+    swept = []
+    for slug in sorted(log.slugs()):
+        state = load_state(log, cache, slug)[1]
+        if state.status != "running":
+            continue
+        if stop_at is not None and time.monotonic() >= stop_at:
+            swept.append(_skipped(state, "time limit reached before this build"))
+            continue
+        swept.append(_one(repo, state, where, observer, stop_at))
+    return swept
+
+
+def _one(
+    repo: pygit2.Repository,
+    state: BuildState,
+    where: Remote | None,
+    observer: Observer | None,
+    stop_at: float | None,
+) -> Swept:
+    decision = decide(state)
+    holder = _live_holder(repo, state.slug, where)
+    if isinstance(decision, Wait) and decision.reason != "in-flight":
+        return _skipped(state, _waiting(state, decision.reason))
+    if holder is not None:
+        return _skipped(state, _running_elsewhere(holder))
+    if isinstance(decision, Wait):
+        why = "its runner stopped mid-phase"
+    elif isinstance(decision, Acknowledge):
+        why = f"a {decision.control} request waits"
+    elif state.runner is None:
+        why = "it never ran"
+    elif state.escalations and not state.open_escalations:
+        why = "its questions were answered"
+    else:
+        why = "it has work waiting"
+    remote = where.name if where is not None else ""
+    try:
+        outcome = Runner(repo, state.slug, observer, remote=remote, stop_at=stop_at).run()
+    except AgentrunError as exc:
+        return _skipped(state, str(exc))
+    after = outcome.state
+    if outcome.waiting == TIME_LIMIT:
+        why += "; stopped at the time limit"
+    return Swept(after.slug, "resumed", why, after.state_name, after.phase_label)
+
+
+def _skipped(state: BuildState, reason: str) -> Swept:
+    return Swept(state.slug, "skipped", reason, state.state_name, state.phase_label)
+
+
+def _waiting(state: BuildState, reason: str) -> str:
+    if reason == "parked":
+        ids = ", ".join(e.id for e in state.open_escalations)
+        return f"parked on question {ids}"
+    return reason
+
+
+def _live_holder(repo: pygit2.Repository, slug: str, where: Remote | None) -> LeaseInfo | None:
+    """Who holds a live lease on the build, here or on the remote (as last fetched)."""
+    now = now_utc()
+    found = []
+    local = read_lease(repo, slug)
+    if local is not None:
+        found.append(local[1])
+    if where is not None:
+        seen = where.seen(f"leases/{slug}")
+        if seen is not None:
+            found.append(lease_info(repo, seen))
+    for info in found:
+        if not info.expired(now) and not info.holder_dead_here():
+            return info
+    return None
+
+
+def _running_elsewhere(info: LeaseInfo) -> str:
+    return (
+        f"running elsewhere: {info.holder} on {info.host} (pid {info.pid}) holds it until "
+        f"{info.expires_at:%Y-%m-%d %H:%M:%S} UTC"
+    )
