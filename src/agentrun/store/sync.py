@@ -237,6 +237,7 @@ def sync(repo: pygit2.Repository, remote_name: str) -> SyncResult:
         found.branch = _sync_branch(repo, slug, theirs_branches.get(slug), updates)
         result.builds.append(found)
     result.notes = _sync_notes(remote, updates)
+    _sync_pulls(remote, updates)
     if updates:
         done = remote.push(updates)
         if done is None or done.returncode != 0:

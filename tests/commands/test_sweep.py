@@ -1,0 +1,162 @@
+"""``git agentrun sweep``: resume what was answered or orphaned, report the rest.
+
+Machines A and B are clones of a bare repository on file://; B sweeps what A left.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import pygit2
+import pytest
+from conftest import make_repo
+from runner.helpers import cli_env, configure, events, git
+
+from agentrun.commands.build import create_build
+from agentrun.commands.control import answer, pause
+from agentrun.commands.sweep import sweep
+from agentrun.gitrepo import now_utc
+from agentrun.runner.loop import Runner
+from agentrun.store.lease import LeaseInfo, lease_ref
+from agentrun.store.log import EventLog
+from agentrun.store.remote_lease import lease_commit
+from agentrun.store.sync import RefUpdate, Remote, sync
+
+# Every plan asks a question first; answered, the build runs to the end.
+STEPS = [{"phase": "plan", "attempt": 1, "verb": "escalate", "text": "Which file?"}]
+
+
+@dataclass
+class Machines:
+    remote: Path
+    a: pygit2.Repository
+    b: pygit2.Repository
+    b_path: Path
+
+
+@pytest.fixture
+def m(tmp_path: Path) -> Machines:
+    seed = make_repo(tmp_path / "seed")
+    configure(seed, STEPS)
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "clone", "-q", "--bare", str(seed), str(bare))
+    for name in ("a", "b"):
+        git(tmp_path, "clone", "-q", bare.as_uri(), name)
+    a = pygit2.Repository(str(tmp_path / "a"))
+    b = pygit2.Repository(str(tmp_path / "b"))
+    return Machines(bare, a, b, tmp_path / "b")
+
+
+def remote_types(m: Machines, slug: str) -> list[str]:
+    return [e.type for e in events(pygit2.Repository(str(m.remote)), slug)]
+
+
+def test_sweep_resumes_the_answered_and_reports_the_parked_and_paused(m: Machines) -> None:
+    parked = create_build(m.a, "Parked build").slug
+    answered = create_build(m.a, "Answered build").slug
+    paused = create_build(m.a, "Paused build").slug
+    for slug in (parked, answered):
+        assert Runner(m.a, slug).run().state.state_name == "parked"
+    answer(m.a, answered, "README.md")
+    assert pause(m.a, paused).acknowledged
+    sync(m.a, "origin")
+
+    swept = subprocess.run(
+        ["git", "agentrun", "sweep", "--remote", "origin", "--json"],
+        cwd=m.b_path,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert swept.returncode == 0, swept.stderr
+    assert json.loads(swept.stdout) == {
+        "schema": 1,
+        "builds": [
+            {
+                "slug": answered,
+                "action": "resumed",
+                "reason": "its questions were answered",
+                "state": "complete",
+            },
+            {
+                "slug": parked,
+                "action": "skipped",
+                "reason": "parked on question e1",
+                "state": "parked",
+            },
+            {"slug": paused, "action": "skipped", "reason": "paused", "state": "paused"},
+        ],
+    }
+    assert remote_types(m, answered)[-1] == "build.completed"
+    assert EventLog(m.b).tip_oid(answered) == git(
+        m.remote, "rev-parse", f"refs/agentrun/builds/{answered}"
+    )
+    assert "runner.attached" not in remote_types(m, paused)
+
+    again = subprocess.run(
+        ["git", "agentrun", "sweep"],  # no remote named or configured: this clone only
+        cwd=m.b_path,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert again.stdout.splitlines() == [
+        f"{parked}: skipped (parked on question e1); parked at plan@1",
+        f"{paused}: skipped (paused); paused at plan@1",
+    ]
+
+
+def test_a_live_lease_elsewhere_is_respected_until_it_expires(
+    m: Machines, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTRUN_LEASE_TTL", "2")  # the skew allowance is 0.5 s then
+    slug = create_build(m.a, "Orphaned build").slug
+    sync(m.a, "origin")
+    expires = now_utc() + timedelta(seconds=1)
+    other = LeaseInfo(
+        holder="r-other",
+        host="another-machine",
+        boot_id="b",
+        pid=4242,
+        pid_start=1.0,
+        generation=1,
+        expires_at=expires,
+    )
+    pushed = Remote(m.a, "origin").push(
+        [RefUpdate(lease_ref(slug), lease_commit(m.a, other), None)]
+    )
+    assert pushed is not None and pushed.returncode == 0
+
+    first = sweep(m.b, "origin")
+
+    assert [(s.slug, s.action) for s in first] == [(slug, "skipped")]
+    assert first[0].reason == (
+        "running elsewhere: r-other on another-machine (pid 4242) holds it until "
+        f"{expires:%Y-%m-%d %H:%M:%S} UTC"
+    )
+    assert remote_types(m, slug) == ["build.created"]
+
+    time.sleep(max((expires - now_utc()).total_seconds(), 0) + 0.7)
+    second = sweep(m.b, "origin")
+
+    assert [(s.slug, s.action, s.reason) for s in second] == [(slug, "resumed", "it never ran")]
+    assert second[0].state == "parked"  # on the plan's question
+    assert remote_types(m, slug)[:2] == ["build.created", "runner.attached"]
+    assert git(m.remote, "for-each-ref", f"refs/agentrun/leases/{slug}") == ""
+
+
+def test_a_time_limit_already_passed_resumes_nothing(m: Machines) -> None:
+    slug = create_build(m.a, "Late build").slug
+    swept = sweep(m.a, None, stop_at=time.monotonic() - 1)
+    assert [(s.slug, s.action, s.reason) for s in swept] == [
+        (slug, "skipped", "time limit reached before this build")
+    ]
+    assert [e.type for e in events(m.a, slug)] == ["build.created"]
