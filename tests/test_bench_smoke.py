@@ -20,6 +20,7 @@ RATIO_LINES = {
     "demo.py": ["ratio overhead/git-commits:"],
     "hook.py": ["ratio ordinary branch hooked/plain:", "ratio build branch hooked/plain:"],
     "runtimes.py": ["ratio start-overhead/server:", "ratio end-overhead/server:"],
+    "sweep.py": ["ratio sweep warm/baseline:", "ratio sweep() in-process/baseline:"],
 }
 
 

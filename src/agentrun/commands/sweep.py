@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import pygit2
 
@@ -20,13 +20,14 @@ from agentrun.errors import AgentrunError
 from agentrun.gitrepo import now_utc
 from agentrun.kernel.decide import Acknowledge, Wait, decide
 from agentrun.kernel.state import BuildState
-from agentrun.runner.build import Observer
 from agentrun.runner.deadline import TIME_LIMIT
-from agentrun.runner.loop import Runner
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.lease import LeaseInfo, lease_info, read_lease
 from agentrun.store.log import EventLog
 from agentrun.store.sync import Remote, pull
+
+if TYPE_CHECKING:
+    from agentrun.runner.build import Observer
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,8 @@ def _one(
         why = "its questions were answered"
     else:
         why = "it has work waiting"
+    from agentrun.runner.loop import Runner  # the runner's imports only when one runs
+
     remote = where.name if where is not None else ""
     try:
         outcome = Runner(repo, state.slug, observer, remote=remote, stop_at=stop_at).run()
