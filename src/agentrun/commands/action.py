@@ -1,0 +1,557 @@
+"""``git agentrun action``: one GitHub Actions job, driven by the event that started it.
+
+- ``issues.labeled`` with the trigger label creates the issue's build (one per issue:
+  a second label event, or a build another job already pushed, resumes it).
+- ``issue_comment.created`` and ``pull_request_review.submitted`` steer the build of
+  that issue or pull request. Every job reads *all* comments and reviews since the
+  build's ``forge.cursor``, not only the one that triggered it: GitHub keeps only the
+  newest pending job of a concurrency group and cancels the others.
+- ``schedule`` / ``workflow_dispatch`` steer every open build, then sweep.
+
+The config is read from the base branch as fetched from the remote, never from the
+working tree (which may be a pull request's). Commands are accepted only from people
+with write permission or above, asked of the API; bots only when the config lists them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from agentrun.config import CONFIG_FILE, Config, config_from_data, parse_config
+from agentrun.errors import AgentrunError, ConfigError, ForgeError, LeaseHeldError
+from agentrun.events import (
+    BuildAbortRequested,
+    BuildCreated,
+    BuildPauseRequested,
+    BuildResumeRequested,
+    BuildRetryRequested,
+    FeedbackReceived,
+    ForgeCursor,
+    HumanActor,
+)
+from agentrun.forge.base import WRITE_OR_ABOVE, Comment, HostedForge
+from agentrun.forge.commands import Command, Refusal, parse
+from agentrun.kernel.state import BuildState
+from agentrun.sanitize import sanitize
+from agentrun.store.cache import StateCache, load_state
+from agentrun.store.log import Draft, EventLog, build_ref
+
+FORGE = "github"
+MARK = "<!-- agentrun -->"  # on every comment agentrun posts, so it never reads its own
+OWN = "<!-- agentrun"  # the start of MARK and of the forge's markers (status, questions)
+ACTIONS_BOT = "github-actions[bot]"  # who the workflow's token comments as
+TITLE_LIMIT = 300
+
+
+@dataclass(frozen=True)
+class GitHubEvent:
+    """What the Actions runner tells a step: the event, its payload, where outputs go."""
+
+    name: str
+    payload: dict[str, Any]
+    repository: str  # owner/name
+    output: Path | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> GitHubEvent:
+        name = environ.get("GITHUB_EVENT_NAME", "")
+        if not name:
+            raise AgentrunError(
+                "GITHUB_EVENT_NAME is not set: `git agentrun action` runs inside a GitHub "
+                "Actions job (see examples/github/agentrun.yml)"
+            )
+        repository = environ.get("GITHUB_REPOSITORY", "")
+        if "/" not in repository:
+            raise AgentrunError("GITHUB_REPOSITORY is not set to owner/name")
+        payload: dict[str, Any] = {}
+        path = environ.get("GITHUB_EVENT_PATH")
+        if path:
+            try:
+                loaded = json.loads(Path(path).read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise AgentrunError(f"cannot read the event payload {path}: {exc}") from None
+            if not isinstance(loaded, dict):
+                raise AgentrunError(f"the event payload {path} is not a JSON object")
+            payload = loaded
+        elif name not in ("schedule", "workflow_dispatch"):
+            raise AgentrunError(f"GITHUB_EVENT_PATH is not set for a {name} event")
+        output = environ.get("GITHUB_OUTPUT")
+        return cls(name, payload, repository, Path(output) if output else None)
+
+
+@dataclass
+class ActionResult:
+    lines: list[str] = field(default_factory=list)
+    slug: str = ""
+    pr_url: str = ""
+    state: str = ""
+
+    def show(self, state: BuildState) -> None:
+        self.slug, self.state = state.slug, state.state_name
+        self.pr_url = state.proposal.url if state.proposal else ""
+
+    def write_outputs(self, path: Path) -> None:
+        """Append ``slug``, ``pr-url`` and ``state`` to the step's ``$GITHUB_OUTPUT``."""
+        with path.open("a", encoding="utf-8") as out:
+            for key, value in (("slug", self.slug), ("pr-url", self.pr_url), ("state", self.state)):
+                out.write(f"{key}={value}\n")
+
+
+def action(
+    repo: pygit2.Repository,
+    event: GitHubEvent,
+    config_path: str = CONFIG_FILE,
+    remote: str = "origin",
+    stop_at: float | None = None,
+    label: str | None = None,
+) -> ActionResult:
+    """Act on one event; ``stop_at`` is a ``time.monotonic()`` deadline for the runner,
+    ``label`` the trigger label when it is not the config's."""
+    job = Job(repo, event, config_path, remote, stop_at, label)
+    handlers: dict[str, Callable[[], ActionResult]] = {
+        "issues": job.labeled,
+        "issue_comment": job.commented,
+        "pull_request_review": job.reviewed,
+        "schedule": job.sweep,
+        "workflow_dispatch": job.sweep,
+    }
+    handler = handlers.get(event.name)
+    if handler is None:
+        return ActionResult([f"agentrun does not act on {event.name} events; nothing to do"])
+    return handler()
+
+
+class Job:
+    """One Action job: the repository, the event, the base config and the forge."""
+
+    def __init__(
+        self,
+        repo: pygit2.Repository,
+        event: GitHubEvent,
+        config_path: str,
+        remote: str,
+        stop_at: float | None,
+        label: str | None,
+    ) -> None:
+        self.repo, self.event, self.remote, self.stop_at = repo, event, remote, stop_at
+        self.config_path, self.label = config_path, label
+        self._forge: HostedForge | None = None
+        self._config: Config | None = None
+        self._permissions: dict[str, str] = {}
+        self._bots: set[str] = set()  # logins the payload marks as bots (``type: Bot``)
+        self.log, self.cache = EventLog(repo), StateCache(repo)
+        self.result = ActionResult()
+
+    # --- the events ---------------------------------------------------------------------
+
+    def labeled(self) -> ActionResult:
+        payload = self.event.payload
+        label = str((payload.get("label") or {}).get("name", ""))
+        if payload.get("action") != "labeled" or label != self.config.forge.label:
+            return self._say(
+                f"ignored: {payload.get('action')} with label {label!r} "
+                f"(the trigger label is {self.config.forge.label!r})"
+            )
+        issue = payload.get("issue") or {}
+        if "pull_request" in issue:
+            return self._say("ignored: a label on a pull request does not start a build")
+        number = int(issue["number"])
+        login = str((payload.get("sender") or {}).get("login", ""))
+        self._pull()
+        state = self._issue_build(number)
+        if state is None:
+            state = self._create(issue, login)
+            self._say(f"build {state.slug} created for issue #{number}")
+        else:
+            self._say(f"build {state.slug} already exists for issue #{number}: resuming it")
+            if state.paused:
+                self._request(state.slug, login, lambda s: BuildResumeRequested())
+        return self._run(state.slug)
+
+    def commented(self) -> ActionResult:
+        payload = self.event.payload
+        if payload.get("action") != "created":
+            return self._say(f"ignored: issue_comment {payload.get('action')}")
+        issue = payload.get("issue") or {}
+        number = int(issue["number"])
+        self._note_bot(payload.get("comment", {}).get("user"))
+        self._pull()
+        state = (
+            self._proposal_build(number)
+            if "pull_request" in issue
+            else self._issue_build(number) or self._proposal_build(number)
+        )
+        if state is None:
+            return self._say(f"no agentrun build belongs to #{number}; nothing to do")
+        self.steer(state)
+        return self._run(state.slug)
+
+    def reviewed(self) -> ActionResult:
+        payload = self.event.payload
+        review = payload.get("review") or {}
+        number = int((payload.get("pull_request") or {}).get("number", 0))
+        if payload.get("action") != "submitted":
+            return self._say(f"ignored: pull_request_review {payload.get('action')}")
+        self._note_bot(review.get("user"))
+        self._pull()
+        state = self._proposal_build(number)
+        if state is None:
+            return self._say(f"pull request #{number} is not an agentrun build's; nothing to do")
+        self.steer(state)
+        return self._run(state.slug)
+
+    def sweep(self) -> ActionResult:
+        from agentrun.commands.sweep import sweep
+
+        self._pull()
+        for state in self._states():
+            if state.issue is not None and _open(state):
+                self.steer(state)
+        self._push()
+        swept = sweep(self.repo, self.remote, stop_at=self.stop_at)
+        self.result.lines.extend(item.line() for item in swept)
+        return self.result if swept else self._say("no open builds to sweep")
+
+    # --- steering: comments and reviews since the cursor -----------------------------
+
+    def steer(self, state: BuildState) -> None:
+        """Act on every comment and review since the build's cursor, then advance it."""
+        numbers = [n for n in (state.issue_number, _proposal_number(state)) if n]
+        seen: dict[int, tuple[int, Comment]] = {}
+        for number in numbers:
+            for comment in self.forge.comments_since(number, state.forge_comment):
+                seen.setdefault(comment.id, (number, comment))
+        last_comment = state.forge_comment
+        for comment_id in sorted(seen):
+            number, comment = seen[comment_id]
+            last_comment = max(last_comment, comment_id)
+            self._comment(state.slug, number, comment)
+        last_review = state.forge_review
+        pr = _proposal_number(state)
+        if pr is not None:
+            for review in self.forge.reviews_since(pr, state.forge_review):
+                last_review = max(last_review, review.id)
+                if review.state.lower() != "changes_requested":
+                    continue
+                if (why := self._refusal(review.author)) is not None:
+                    self._reply(pr, review.author, f"your review was not taken: {why}")
+                    continue
+                text = sanitize("\n\n".join([review.body, *review.comments]).strip())
+                feedback = FeedbackReceived(
+                    forge=FORGE, number=pr, review=review.id, author=review.author, text=text
+                )
+                self._request(state.slug, review.author, _always(feedback))
+                self._say(f"review {review.id} by {review.author}: feedback for the next round")
+        if last_comment > state.forge_comment or last_review > state.forge_review:
+            cursor = ForgeCursor(forge=FORGE, comment=last_comment, review=last_review)
+            self.log_append(state.slug, cursor)
+        self._push()
+
+    def _comment(self, slug: str, number: int, comment: Comment) -> None:
+        if OWN in comment.body or comment.author == ACTIONS_BOT:
+            return  # agentrun's own words
+        found = parse(comment.body)
+        if not found:
+            return
+        if (why := self._refusal(comment.author)) is not None:
+            self._reply(number, comment.author, f"this command was not run: {why}")
+            self._say(f"comment {comment.id} by {comment.author} refused: {why}")
+            return
+        accepted = False
+        for item in found:
+            if isinstance(item, Refusal):
+                self._reply(number, comment.author, item.message)
+                continue
+            try:
+                said = self._apply(slug, number, item, comment.author)
+            except AgentrunError as exc:
+                self._reply(number, comment.author, str(exc))
+                self._say(f"comment {comment.id}: {exc}")
+                continue
+            accepted = True
+            self._say(f"comment {comment.id} by {comment.author}: {said}")
+        if accepted:
+            self.forge.react(comment.id, "+1")
+
+    def _apply(self, slug: str, number: int, command: Command, login: str) -> str:
+        from agentrun.commands.control import answer
+
+        if command.verb == "answer":
+            esc, _ = answer(self.repo, slug, sanitize(command.text), command.escalation, login)
+            return f"answered {esc}"
+        if command.verb == "status":
+            from agentrun.runner.publish import render_hosted_status
+
+            state = load_state(self.log, self.cache, slug)[1]
+            # Without the status comment's marker line, which would make this reply the
+            # comment the publisher edits in place.
+            text = render_hosted_status(state).split("\n", 1)[1]
+            self.forge.comment(number, f"@{login}\n{text}\n{MARK}")
+            return "status posted"
+        make = {
+            "pause": _pause,
+            "resume": _resume,
+            "abort": _abort,
+            "retry": _retry,
+        }[command.verb]
+        self._request(slug, login, make)
+        return f"{command.verb} requested"
+
+    def _refusal(self, login: str) -> str | None:
+        """Why ``login`` may not steer builds (None: they may)."""
+        if self._is_bot(login):
+            if login in self.config.forge.allow_bots:
+                return None
+            return f"{login} is a bot, and bots are not listed in [forge] allow_bots"
+        permission = self._permissions.get(login)
+        if permission is None:
+            permission = self._permissions[login] = self.forge.permission(login)
+        if permission not in WRITE_OR_ABOVE:
+            return f"{login} has {permission} permission here; write or above is needed"
+        return None
+
+    def _is_bot(self, login: str) -> bool:
+        return login.endswith("[bot]") or login in self._bots
+
+    def _note_bot(self, user: object) -> None:
+        """The payload says when its author is a bot (``type: Bot``): remember the login."""
+        if isinstance(user, dict) and user.get("type") == "Bot" and user.get("login"):
+            self._bots.add(str(user["login"]))
+
+    def _reply(self, number: int, login: str, text: str) -> None:
+        self.forge.comment(number, f"@{login} {text}\n\n{MARK}")
+
+    # --- builds ---------------------------------------------------------------------------
+
+    def _states(self) -> list[BuildState]:
+        states = []
+        for slug in self.log.slugs():
+            try:
+                states.append(load_state(self.log, self.cache, slug)[1])
+            except AgentrunError as exc:
+                self._say(f"build {slug} cannot be read: {exc}")
+        return states
+
+    def _issue_build(self, number: int) -> BuildState | None:
+        ref = f"{self.event.repository}#{number}"
+        found = [s for s in self._states() if s.issue == ref]
+        return found[0] if found else None
+
+    def _proposal_build(self, number: int) -> BuildState | None:
+        found = [s for s in self._states() if _proposal_number(s) == number]
+        return found[0] if found else None
+
+    def _create(self, issue: Mapping[str, Any], login: str) -> BuildState:
+        """Create the issue's build here and on the remote; the remote's wins a race."""
+        from agentrun.commands.build import check_runnable, slugify
+        from agentrun.commands.doctor import auto_pick
+        from agentrun.store.archive import archived
+        from agentrun.store.sync import RefUpdate, Remote
+
+        number = int(issue["number"])
+        title = sanitize(str(issue.get("title") or ""), TITLE_LIMIT)
+        body = sanitize(str(issue.get("body") or ""))
+        goal = f"{title}\n\n{body}" if body else title
+        if not goal:
+            raise AgentrunError(f"issue #{number} has no title or text to build from")
+        config = self.config
+        if not config.roles:
+            config, _ = auto_pick(config)
+        check_runnable(config)
+        branch, base_sha = self._base()
+        stem = f"issue-{number}-{slugify(title)}"
+        gone = archived(self.repo)
+        slug = next(s for s in (stem, *(f"{stem}-{n}" for n in range(2, 1000))) if s not in gone)
+        created = BuildCreated(
+            goal=goal,
+            base_ref=branch,
+            base_sha=base_sha,
+            branch=f"agentrun/{slug}",
+            source="issue",
+            issue=f"{self.event.repository}#{number}",
+            requested_by=login or None,
+            config=config.model_dump(mode="json"),
+        )
+        tip, _ = self.log.append(slug, [Draft(created, HumanActor(login=login or "github"))], None)
+        # The remote must not have the log yet: of two jobs creating it at once, one wins
+        # and the other continues with the winner's log.
+        done = Remote(self.repo, self.remote).push([RefUpdate(build_ref(slug), tip.oid, None)])
+        if done is None or done.returncode != 0:
+            self.repo.references.delete(build_ref(slug))
+            self._pull()
+            state = self._issue_build(number)
+            if state is None:
+                why = (done.stderr.strip() if done else "") or "no answer"
+                raise AgentrunError(f"could not create build {slug} on {self.remote}: {why}")
+            return state
+        return load_state(self.log, self.cache, slug)[1]
+
+    def _run(self, slug: str) -> ActionResult:
+        """Run the build when it has work; another job's live lease is not an error."""
+        from agentrun.kernel.decide import Wait, decide
+        from agentrun.runner.loop import Runner
+
+        state = load_state(self.log, self.cache, slug)[1]
+        if isinstance(decide(state), Wait):
+            self.result.show(state)
+            return self._say(f"build {slug} is {state.state_name}; nothing to run")
+        try:
+            outcome = Runner(self.repo, slug, remote=self.remote, stop_at=self.stop_at).run()
+        except LeaseHeldError as exc:
+            self.result.show(load_state(self.log, self.cache, slug)[1])
+            return self._say(f"not run here: {exc}")
+        self.result.show(outcome.state)
+        why = f" (stopped: {outcome.waiting})" if outcome.waiting == "time-limit" else ""
+        return self._say(f"build {slug} is {outcome.state.state_name}{why}")
+
+    def _request(self, slug: str, login: str, make: Callable[[BuildState], object | None]) -> None:
+        from agentrun.commands.control import request
+
+        request(self.repo, slug, make, login)
+
+    def log_append(self, slug: str, payload: object) -> None:
+        """Append a kernel fact (the cursor) on the current tip, re-reading on a lost race."""
+        from agentrun.errors import ConcurrentUpdateError
+
+        for _ in range(20):
+            tip = self.log.tip(slug)
+            try:
+                self.log.append(slug, [Draft(payload)], tip)
+            except ConcurrentUpdateError:
+                continue
+            return
+        raise AgentrunError(f"the log of {slug} kept moving; the cursor was not recorded")
+
+    # --- the remote, the base, the config, the forge -----------------------------------
+
+    def _pull(self) -> None:
+        from agentrun.store.sync import pull
+
+        pull(self.repo, self.remote)
+
+    def _push(self) -> None:
+        """Push what steering appended, so a job that does not run the build keeps it."""
+        from agentrun.store.sync import SyncError, sync
+
+        for attempt in range(3):
+            try:
+                sync(self.repo, self.remote)
+                return
+            except SyncError:
+                if attempt == 2:
+                    raise
+
+    def _default_branch(self) -> str:
+        repository = self.event.payload.get("repository") or {}
+        branch = repository.get("default_branch")
+        if branch:
+            return str(branch)
+        head = self.repo.references.get(f"refs/remotes/{self.remote}/HEAD")
+        if head is not None and isinstance(head.target, str):
+            return head.target.removeprefix(f"refs/remotes/{self.remote}/")
+        return "main"
+
+    def _base(self) -> tuple[str, str]:
+        """The default branch and its commit, as fetched from the remote."""
+        branch = self._default_branch()
+        for ref in (f"refs/remotes/{self.remote}/{branch}", f"refs/heads/{branch}"):
+            found = self.repo.references.get(ref)
+            if found is not None:
+                return branch, str(found.resolve().target)
+        raise AgentrunError(
+            f"the base branch {branch} was not fetched: check out with `fetch-depth: 0`"
+        )
+
+    @property
+    def config(self) -> Config:
+        """``.agentrun.toml`` of the base branch's commit (never the working tree), with the
+        forge set to github: a build started here publishes there."""
+        if self._config is None:
+            branch, sha = self._base()
+            source = f"{branch}:{self.config_path}"
+            try:
+                entry = self.repo[sha].peel(pygit2.Tree)[self.config_path]
+            except KeyError:
+                if self.config_path != CONFIG_FILE:
+                    raise ConfigError(f"there is no {self.config_path} on {branch}") from None
+                config = Config()
+            else:
+                blob = self.repo[entry.id]
+                if not isinstance(blob, pygit2.Blob):
+                    raise ConfigError(f"{source} is not a file")
+                config = parse_config(blob.data.decode("utf-8", "replace"), source)
+            data = config.model_dump(mode="json")
+            data["forge"]["kind"] = FORGE
+            if self.label:
+                data["forge"]["label"] = self.label
+            self._config = config_from_data(data, source)
+        return self._config
+
+    @property
+    def forge(self) -> HostedForge:
+        if self._forge is None:
+            from agentrun.forge.base import open_forge
+
+            found = open_forge(self.repo, FORGE)
+            if not isinstance(found, HostedForge):
+                raise ForgeError(f"the {FORGE} forge cannot read issues and permissions")
+            self._forge = found
+        return self._forge
+
+    def _say(self, line: str) -> ActionResult:
+        self.result.lines.append(line)
+        return self.result
+
+
+# --- what each control asks of the state --------------------------------------------------
+
+
+def _running(state: BuildState, verb: str) -> None:
+    if state.status != "running":
+        raise AgentrunError(f"build {state.slug} is {state.status}; there is nothing to {verb}")
+
+
+def _pause(state: BuildState) -> BuildPauseRequested | None:
+    _running(state, "pause")
+    return None if state.paused or state.pause_requested else BuildPauseRequested()
+
+
+def _resume(state: BuildState) -> BuildResumeRequested | None:
+    _running(state, "resume")
+    if state.resume_requested or not (state.paused or state.pause_requested):
+        return None
+    return BuildResumeRequested()
+
+
+def _abort(state: BuildState) -> BuildAbortRequested | None:
+    _running(state, "abort")
+    return None if state.abort_requested else BuildAbortRequested()
+
+
+def _retry(state: BuildState) -> BuildRetryRequested:
+    if state.status in ("complete", "aborted"):
+        raise AgentrunError(f"build {state.slug} is {state.status}; there is nothing to retry")
+    return BuildRetryRequested()
+
+
+def _proposal_number(state: BuildState) -> int | None:
+    proposal = state.proposal
+    return proposal.number if proposal is not None and proposal.forge == FORGE else None
+
+
+def _open(state: BuildState) -> bool:
+    """Still steerable: running, or complete with its proposal open (it takes reviews)."""
+    if state.status == "running":
+        return True
+    proposal = state.proposal
+    return state.status == "complete" and proposal is not None and not proposal.closed
+
+
+def _always(payload: object) -> Callable[[BuildState], object]:
+    return lambda state: payload

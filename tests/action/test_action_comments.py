@@ -1,0 +1,156 @@
+"""``issue_comment.created``: commands from people with write permission steer the build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from github_flow import (
+    API_REPO,
+    Site,
+    commented,
+    comments,
+    labeled,
+    must,
+    permissions,
+    posted_comments,
+    remote_events,
+    remote_types,
+)
+from support.prism import GitHubAPI
+
+SLUG = "issue-7-fix-the-greeting"
+ESCALATE = [{"phase": "implement", "attempt": 1, "verb": "escalate", "text": "Which greeting?"}]
+
+
+@pytest.fixture
+def site(tmp_path: Path, github_api: GitHubAPI) -> Site:
+    github_api.clear()
+    found = Site(tmp_path, github_api)
+    found.configure(ESCALATE)
+    return found
+
+
+def parked(site: Site) -> None:
+    job = site.job("issues", labeled(7, "Fix the greeting", "Say hello.", "maintainer"))
+    must(job.run())
+    assert job.outputs()["state"] == "parked"
+    site.api.clear()
+    permissions(site.api, {"maintainer": "write", "reader": "read", "boss": "admin"})
+
+
+def replies(site: Site) -> list[str]:
+    """What the action itself said on issue 7 (the publisher's comments left out)."""
+    return [c for c in posted_comments(site.api, 7) if c.endswith("<!-- agentrun -->")]
+
+
+def reactions(site: Site) -> list[str]:
+    return [r.path for r in site.api.find("POST", f"{API_REPO}/issues/comments/\\d+/reactions")]
+
+
+def test_an_answer_from_a_writer_continues_and_a_readers_changes_nothing(site: Site) -> None:
+    parked(site)
+    comments(
+        site.api,
+        7,
+        [
+            (901, "reader", "/agentrun answer e1 say goodbye"),
+            (902, "maintainer", "Thanks!\n/agentrun answer e1 say hello\nin English"),
+        ],
+    )
+    # Only the newest comment's job ran (GitHub cancelled the queued one): both are read.
+    job = site.job("issue_comment", commented(7, 902, "…", "maintainer"))
+
+    out = must(job.run())
+
+    answered = [e for e in remote_events(site, SLUG) if e.type == "escalation.answered"]
+    assert [(a.payload.by, a.payload.answer) for a in answered] == [
+        ("maintainer", "say hello\nin English")
+    ]
+    assert answered[0].actor.login == "maintainer"
+    (refusal,) = replies(site)
+    assert refusal.startswith(
+        "@reader this command was not run: reader has read permission here; "
+        "write or above is needed"
+    )
+    assert reactions(site) == [f"{API_REPO}/issues/comments/902/reactions"]
+    cursor = [e.payload for e in remote_events(site, SLUG) if e.type == "forge.cursor"]
+    assert cursor[-1].comment == 902
+    assert job.outputs()["state"] == "complete"
+    assert "comment 901 by reader refused" in out
+    site.api.assert_accepted()
+
+
+def test_a_readers_answer_alone_changes_nothing(site: Site) -> None:
+    parked(site)
+    before = remote_types(site, SLUG)
+    comments(site.api, 7, [(901, "reader", "/agentrun answer e1 say goodbye")])
+
+    job = site.job("issue_comment", commented(7, 901, "…", "reader"))
+    must(job.run())
+
+    after = remote_types(site, SLUG)
+    assert after == [*before, "forge.cursor"]  # read, refused, remembered: nothing else
+    assert job.outputs()["state"] == "parked"
+    assert reactions(site) == []
+    assert len(replies(site)) == 1
+    site.api.assert_accepted()
+
+
+def test_bots_are_refused_unless_listed(site: Site) -> None:
+    parked(site)
+    comments(site.api, 7, [(905, "renovate[bot]", "/agentrun abort")])
+
+    must(site.job("issue_comment", commented(7, 905, "…", "renovate[bot]")).run())
+
+    assert "build.abort-requested" not in remote_types(site, SLUG)
+    (said,) = replies(site)
+    assert "renovate[bot] is a bot, and bots are not listed in [forge] allow_bots" in said
+    assert not site.api.find("GET", f"{API_REPO}/collaborators/.*/permission")
+
+
+def test_controls_status_and_unknown_verbs(site: Site) -> None:
+    parked(site)
+    comments(
+        site.api,
+        7,
+        [
+            (910, "boss", "/agentrun pause"),
+            (911, "boss", "/agentrun status\n/agentrun merge"),
+        ],
+    )
+    job = site.job("issue_comment", commented(7, 911, "…", "boss"))
+    must(job.run())
+
+    types = remote_types(site, SLUG)
+    assert "build.pause-requested" in types
+    assert types.index("build.paused") > types.index("build.pause-requested")
+    status, unknown = replies(site)
+    assert status.startswith(f"@boss\n**agentrun** · build `{SLUG}` · **parked** at implement@1")
+    assert unknown.startswith("@boss unknown command `merge`: use `/agentrun answer [ID] TEXT`")
+    assert job.outputs()["state"] == "paused"
+
+    comments(site.api, 7, [(912, "boss", "/agentrun resume"), (913, "boss", "/agentrun abort")])
+    must(site.job("issue_comment", commented(7, 913, "…", "boss")).run())
+    assert remote_types(site, SLUG)[-1] == "build.aborted"
+    assert remote_events(site, SLUG)[-1].payload is not None
+
+    comments(site.api, 7, [(914, "boss", "/agentrun pause")])
+    must(site.job("issue_comment", commented(7, 914, "…", "boss")).run())
+    assert replies(site)[-1].startswith(f"@boss build {SLUG} is aborted; there is nothing to pause")
+
+
+def test_agentruns_own_comments_are_never_read_as_commands(site: Site) -> None:
+    parked(site)
+    own = "<!-- agentrun:status -->\n/agentrun abort"
+    comments(site.api, 7, [(920, "github-actions[bot]", own), (921, "somebody", own)])
+
+    must(site.job("issue_comment", commented(7, 921, "…", "somebody")).run())
+
+    assert "build.abort-requested" not in remote_types(site, SLUG)
+    assert replies(site) == []
+
+
+def test_a_comment_on_an_issue_without_a_build(site: Site) -> None:
+    out = must(site.job("issue_comment", commented(8, 930, "/agentrun status", "boss")).run())
+    assert "no agentrun build belongs to #8; nothing to do" in out
