@@ -32,7 +32,8 @@ from runner.helpers import (
 
 from agentrun.commands.build import create_build
 from agentrun.events import Event
-from agentrun.store.lease import read_lease
+from agentrun.gitrepo import now_utc
+from agentrun.store.lease import lease_info, read_lease
 from agentrun.store.log import EventLog
 from agentrun.store.remote_lease import claim_remote
 
@@ -265,7 +266,7 @@ def test_an_answer_pushed_meanwhile_is_merged_not_lost(tmp_path: Path) -> None:
 
 
 def test_a_runner_that_lost_its_lease_stops_without_overwriting(tmp_path: Path) -> None:
-    m = machines_with(tmp_path, [{"phase": "implement", "sleep": 6}])
+    m = machines_with(tmp_path, [{"phase": "implement", "sleep": 9}])
     env = {"AGENTRUN_LEASE_TTL": "2"}
     slug = create(m.a)
     runner = Proc(m.a, "resume", slug, "--remote", "origin", env=env)
@@ -274,6 +275,10 @@ def test_a_runner_that_lost_its_lease_stops_without_overwriting(tmp_path: Path) 
             lambda: any(session_started("implement")(e) for e in local_events(m.a, slug)),
             "implement to start on A",
         )
+        time.sleep(3)  # longer than the TTL: only the heartbeat keeps the lease alive
+        bare = pygit2.Repository(str(m.remote))
+        held = lease_info(bare, str(bare.references[f"refs/agentrun/leases/{slug}"].target))
+        assert held.expires_at > now_utc(), "the remote lease is renewed while the phase runs"
         os.killpg(runner.proc.pid, signal.SIGSTOP)  # A's heartbeat stops with it
         time.sleep(3.5)  # past the TTL (2 s) and the skew allowance (0.5 s)
         os.environ["AGENTRUN_LEASE_TTL"] = "2"
