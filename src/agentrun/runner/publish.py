@@ -1,19 +1,55 @@
 """Publication is kernel work: only the runner opens, updates and readies proposals.
 
-One status comment per proposal is edited in place; the proposal's body mirrors it.
+On the local forge one status comment per proposal is edited in place and the
+proposal's body mirrors it. On a hosted forge (github) the build shows where people
+are (DESIGN §12):
+
+- one status comment per build on the issue that started it (on the proposal for a
+  build started elsewhere), kept current from the first phase on;
+- the proposal's body: goal, plan summary, verification table, ``Closes #N``;
+- each escalation once, as a comment of its own with the reply syntax, on the proposal
+  when there is one, else on the issue;
+- a commit status per verify step on the head, and labels that show the state;
+- a failed build's branch is pushed anyway, and the status comment says so.
+
+Everything posted is scrubbed of secrets first. What was last sent is kept in memory, so
+unchanged text is never sent twice. A forge failure while syncing is recorded once as an
+observation and the build goes on; the publication operations themselves raise.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+from collections.abc import Callable
+
 import pygit2
 
-from agentrun.events import ProposalOpened, ProposalReady, PublicationPushed
+from agentrun import secrets
+from agentrun.errors import ConfigError, ForgeError
+from agentrun.events import ObservationRecorded, ProposalOpened, ProposalReady, PublicationPushed
 from agentrun.forge import Forge, open_forge
-from agentrun.kernel.state import BuildState
+from agentrun.forge.base import CommitState, HostedForge
+from agentrun.kernel.state import BuildState, Proposal
 from agentrun.runner.build import BuildHandle
 from agentrun.store.log import Draft
 
 CHECK = {"pass": "passed", "fail": "failed", "skipped": "skipped"}
+STATUS_MARK = "<!-- agentrun:status {slug} -->"
+QUESTION_MARK = "<!-- agentrun:question {slug} {id} -->"
+PLAN_LINES = 15
+TEXT_LIMIT = 3000
+# The pipeline's stages as the status checklist shows them, in order.
+STAGES = (
+    ("plan", "plan"),
+    ("plan-review", "plan review"),
+    ("implement", "implement"),
+    ("code-review", "code review"),
+    ("reconcile", "merge the moved base"),
+    ("verify", "verify"),
+    ("finalize", "finalize"),
+)
+ORDER = [stage for stage, _ in STAGES] + ["done"]
 
 
 def render_status(state: BuildState) -> str:
@@ -26,11 +62,7 @@ def render_status(state: BuildState) -> str:
         f"Base: `{state.base_ref}` ({state.base_sha[:10]}) · head: `{state.head[:10]}` · "
         f"implement rounds: {state.impl_round if state.implemented else 0}",
     ]
-    if state.config.verify:
-        lines += ["", "| verify step | result |", "| --- | --- |"]
-        for step in state.config.verify:
-            result = state.verify_results.get(step.name)
-            lines.append(f"| {step.name} | {CHECK[result.outcome] if result else 'pending'} |")
+    lines += _verify_table(state)
     for esc in state.open_escalations:
         lines += [
             "",
@@ -52,12 +84,143 @@ def render_body(state: BuildState) -> str:
     return f"{state.goal}\n\n---\n\n{render_status(state)}"
 
 
+def render_hosted_status(state: BuildState, run_url: str | None = None) -> str:
+    """The status comment on a hosted forge: checklist, round, questions, usage, links."""
+    lines = [
+        STATUS_MARK.format(slug=state.slug),
+        f"**agentrun** · build `{state.slug}` · **{state.state_name}** at {state.phase_label}",
+        "",
+        f"Goal: {_clip(state.goal.strip().splitlines()[0] if state.goal.strip() else '')}",
+        "",
+        *_checklist(state),
+    ]
+    lines += _outcome(state)
+    for esc in state.open_escalations:
+        lines += [
+            "",
+            f"**Question {esc.id}** ({esc.phase}@{esc.round}): {_clip(esc.question)}",
+            f"Reply with a comment: `/agentrun answer {esc.id} <your answer>`",
+        ]
+    lines += _verify_table(state)
+    if state.observations:
+        lines += ["", "Follow-ups:"] + [f"- {_clip(o, 300)}" for o in state.observations[-10:]]
+    links = [f"log: `git agentrun log {state.slug}`"]
+    if state.proposal is not None:
+        links.insert(0, f"pull request: {state.proposal.url}")
+    if run_url:
+        links.append(f"[this run]({run_url})")
+    lines += [
+        "",
+        f"Implement round {state.impl_round} · sessions: {state.sessions} · "
+        f"{state.usage.describe()}",
+        " · ".join(links),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_hosted_body(state: BuildState, plan: str | None, issue: int | None) -> str:
+    """The proposal's description: goal, plan summary, verification, where to talk."""
+    lines = [_clip(state.goal.strip(), TEXT_LIMIT)]
+    if plan:
+        lines += ["", "### Plan", "", plan]
+    table = _verify_table(state)
+    if table:
+        lines += ["", "### Verification", *table]
+    lines += _outcome(state)
+    where = f"the status comment on #{issue}" if issue is not None else "the status comment below"
+    lines += ["", f"agentrun build `{state.slug}` · **{state.state_name}** · progress in {where}"]
+    if issue is not None and state.config.forge.closes_issue:
+        lines += ["", f"Closes #{issue}"]
+    return "\n".join(lines) + "\n"
+
+
+def issue_number(ref: str | None) -> int | None:
+    """``42`` from ``owner/name#42``."""
+    _, sep, number = (ref or "").rpartition("#")
+    return int(number) if sep and number.isdigit() else None
+
+
+def state_label(state: BuildState) -> str | None:
+    """The one state label a build's issue and proposal carry (none once aborted)."""
+    labels = state.config.forge.labels
+    return {
+        "running": labels.running,
+        "parked": labels.parked,
+        "paused": labels.parked,
+        "complete": labels.done,
+        "failed": labels.failed,
+    }.get(state.state_name)
+
+
+def _verify_table(state: BuildState) -> list[str]:
+    if not state.config.verify:
+        return []
+    lines = ["", "| verify step | result |", "| --- | --- |"]
+    for step in state.config.verify:
+        result = state.verify_results.get(step.name)
+        lines.append(f"| {step.name} | {CHECK[result.outcome] if result else 'pending'} |")
+    return lines
+
+
+def _checklist(state: BuildState) -> list[str]:
+    config = state.config
+    skip = {
+        "plan-review": not config.pipeline.plan_review,
+        "code-review": not config.pipeline.code_review,
+        "reconcile": state.stage != "reconcile",
+        "verify": not config.verify,
+        "finalize": not config.finalize,
+    }
+    finished = state.status == "complete"
+    now = ORDER.index(state.stage) if state.stage in ORDER else 0
+    lines = []
+    for stage, label in STAGES:
+        if skip.get(stage):
+            continue
+        done = finished or ORDER.index(stage) < now
+        here = not done and stage == state.stage and state.status == "running"
+        suffix = f" ← now (round {state.current_round})" if here else ""
+        lines.append(f"- [{'x' if done else ' '}] {label}{suffix}")
+    ready = state.proposal is not None and state.proposal.ready
+    lines.append(f"- [{'x' if ready else ' '}] ready for review")
+    return lines
+
+
+def _outcome(state: BuildState) -> list[str]:
+    if state.status == "aborted":
+        return ["", "The build was aborted."]
+    if state.status != "failed":
+        return []
+    text = f"**The build failed:** {_clip(state.reason, 500)}"
+    if state.head != state.base_sha and state.published_head == state.head:
+        text += f" Its work so far is pushed to `{state.branch}` at `{state.head[:10]}`."
+    return ["", text]
+
+
+def _clip(text: str, limit: int = 600) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _run_url() -> str | None:
+    """The Actions run this job is, when it is one."""
+    server, repo, run = (
+        os.environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")
+    )
+    return f"{server}/{repo}/actions/runs/{run}" if server and repo and run else None
+
+
 class Publisher:
     def __init__(self, repo: pygit2.Repository, build: BuildHandle) -> None:
         self.repo = repo
         self.build = build
         self._forge: Forge | None = None
         self._synced_seq = -1
+        self._sent: dict[tuple[str, int], str] = {}  # (what, number) -> the text last sent
+        self._labels: dict[int, str | None] = {}  # number -> the state label it carries
+        self._statuses: set[tuple[str, str, str]] = set()  # (sha, step, outcome) sent
+        self._asked: set[tuple[int, str]] = set()  # (number, escalation id) posted
+        self._plan: tuple[str, str] | None = None  # (artifact, summary)
+        self._noted: set[str] = set()
 
     @property
     def forge(self) -> Forge:
@@ -72,10 +235,10 @@ class Publisher:
             forge.push_branch(state.branch, state.head)
             found = forge.find_open(state.branch)
             if found is None:
-                title = state.goal.strip().splitlines()[0][:100]
-                found = forge.open_draft(
-                    title, render_body(state), state.branch, state.base_ref, state.slug
-                )
+                title = secrets.scrub(_clip(state.goal.strip().splitlines()[0], 100))
+                body = self._body(state)
+                found = forge.open_draft(title, body, state.branch, state.base_ref, state.slug)
+                self._sent[("body", found.number)] = body
             opened = ProposalOpened(
                 forge=forge.name, number=found.number, url=found.url, head=state.head
             )
@@ -86,31 +249,197 @@ class Publisher:
             self.build.append([Draft(pushed)], fact=False)
         elif operation == "mark-ready":
             assert state.proposal is not None
-            forge.mark_ready(state.proposal.number)
-            self.build.append([Draft(ProposalReady(number=state.proposal.number))], fact=False)
+            number = state.proposal.number
+            forge.mark_ready(number)
+            self.build.append([Draft(ProposalReady(number=number))], fact=False)
+            if isinstance(forge, HostedForge) and state.requested_by:
+                login = state.requested_by
+                self._try(lambda: forge.request_review(number, login))
 
     def sync_status(self) -> None:
-        """Mirror the state into the proposal's body and status comment, when it changed."""
+        """Mirror the state onto the forge, when it changed since the last sync."""
         state = self.build.state
-        if state.proposal is None or state.proposal.closed or state.seq == self._synced_seq:
+        if state.seq == self._synced_seq:
             return
-        number = state.proposal.number
-        self.forge.update_body(number, render_body(state))
-        self.forge.upsert_status_comment(number, render_status(state))
-        self._post_questions(state, number)
-        self._synced_seq = state.seq
+        proposal = state.proposal if state.proposal and not state.proposal.closed else None
+        if proposal is None and state.issue is None:
+            self._synced_seq = state.seq  # nothing to show it on (and no forge to open)
+            return
+        try:
+            forge = self.forge
+        except (ForgeError, ConfigError) as exc:
+            self._note(f"cannot reach the forge: {exc}")
+            return
+        if isinstance(forge, HostedForge):
+            ok = self._sync_hosted(forge, state, proposal)
+        else:
+            ok = proposal is None or self._sync_local(forge, state, proposal.number)
+        if ok:
+            self._synced_seq = self.build.state.seq
 
-    def _post_questions(self, state: BuildState, number: int) -> None:
-        """Each open escalation also gets a comment of its own, once."""
-        if not state.open_escalations:
-            return
-        posted = " ".join(c.body for c in self.forge.comments_since(number, 0))
-        for esc in state.open_escalations:
-            marker = f"**Question {esc.id}**"
-            if marker in posted:
-                continue
-            self.forge.comment(
-                number,
-                f"{marker} ({esc.phase}@{esc.round}): {esc.question}\n\n"
-                f'Reply with `git agentrun answer {state.slug} "…" --escalation {esc.id}`.',
+    # --- the local forge ---------------------------------------------------------
+
+    def _sync_local(self, forge: Forge, state: BuildState, number: int) -> bool:
+        return all(
+            (
+                self._try(lambda: self._send_body(forge, number, render_body(state))),
+                self._try(lambda: self._send_status(forge, number, render_status(state))),
+                self._try(lambda: self._post_local_questions(forge, state, number)),
             )
+        )
+
+    def _post_local_questions(self, forge: Forge, state: BuildState, number: int) -> None:
+        """Each open escalation also gets a comment of its own, once."""
+        pending = [e for e in state.open_escalations if (number, e.id) not in self._asked]
+        if not pending:
+            return
+        posted = " ".join(c.body for c in forge.comments_since(number, 0))
+        for esc in pending:
+            marker = f"**Question {esc.id}**"
+            if marker not in posted:
+                forge.comment(
+                    number,
+                    secrets.scrub(
+                        f"{marker} ({esc.phase}@{esc.round}): {esc.question}\n\n"
+                        f'Reply with `git agentrun answer {state.slug} "…" '
+                        f"--escalation {esc.id}`."
+                    ),
+                )
+            self._asked.add((number, esc.id))
+
+    # --- a hosted forge ------------------------------------------------------------
+
+    def _sync_hosted(
+        self, forge: HostedForge, state: BuildState, proposal: Proposal | None
+    ) -> bool:
+        issue = issue_number(state.issue)
+        ok = self._try(lambda: self._push_failed(forge, state))
+        state = self.build.state
+        home = issue if issue is not None else proposal.number if proposal else None
+        steps: list[Callable[[], None]] = []
+        if home is not None:
+            text = render_hosted_status(state, _run_url())
+            steps.append(lambda: self._send_status(forge, home, text))
+        if proposal is not None:
+            body = self._body(state)
+            number = proposal.number
+            steps.append(lambda: self._send_body(forge, number, body))
+            steps.append(lambda: self._commit_statuses(forge, state, proposal))
+        ask_on = proposal.number if proposal is not None else issue
+        if ask_on is not None:
+            steps.append(lambda: self._post_questions(forge, state, ask_on))
+        want = state_label(state)
+        targets = [n for n in (issue, proposal.number if proposal else None) if n is not None]
+        for target in dict.fromkeys(targets):
+            steps.append(functools.partial(self._label, forge, target, state, want))
+        for step in steps:
+            ok = self._try(step) and ok
+        return ok
+
+    def _push_failed(self, forge: HostedForge, state: BuildState) -> None:
+        """A failed build's work is pushed anyway, for a person to pick up."""
+        if state.status != "failed" or state.head in ("", state.base_sha):
+            return
+        if state.published_head == state.head:
+            return
+        forge.push_branch(state.branch, state.head)
+        self.build.append([Draft(PublicationPushed(branch=state.branch, sha=state.head))])
+
+    def _post_questions(self, forge: HostedForge, state: BuildState, number: int) -> None:
+        """Each open escalation once, as its own comment with the reply syntax."""
+        pending = [e for e in state.open_escalations if (number, e.id) not in self._asked]
+        if not pending:
+            return
+        posted = "\n".join(c.body for c in forge.comments_since(number, 0))
+        for esc in pending:
+            marker = QUESTION_MARK.format(slug=state.slug, id=esc.id)
+            if marker not in posted:
+                text = (
+                    f"{marker}\n**Question {esc.id}** from build `{state.slug}` "
+                    f"({esc.phase}@{esc.round}):\n\n{esc.question}\n\n"
+                    f"Reply with a comment: `/agentrun answer {esc.id} <your answer>`\n"
+                )
+                forge.comment(number, secrets.scrub(text))
+            self._asked.add((number, esc.id))
+
+    def _commit_statuses(self, forge: HostedForge, state: BuildState, proposal: Proposal) -> None:
+        """One status per verify step on the head, once it is on the forge."""
+        if state.published_head != state.head:
+            return
+        for step in state.config.verify:
+            result = state.verify_results.get(step.name)
+            if result is None or (state.head, step.name, result.outcome) in self._statuses:
+                continue
+            outcome: CommitState = "failure" if result.outcome == "fail" else "success"
+            text = CHECK[result.outcome] + (f": {result.reason}" if result.reason else "")
+            forge.set_commit_status(
+                state.head, f"agentrun/{step.name}", outcome, secrets.scrub(text), proposal.url
+            )
+            self._statuses.add((state.head, step.name, result.outcome))
+
+    def _label(self, forge: HostedForge, number: int, state: BuildState, want: str | None) -> None:
+        """Give ``number`` the state label ``want``, removing the other state labels."""
+        if number in self._labels and self._labels[number] == want:
+            return
+        labels = state.config.forge.labels
+        ours = {labels.running, labels.parked, labels.done, labels.failed}
+        known = self._labels.get(number)
+        if number in self._labels:
+            have = {known} if known is not None else set()
+        else:
+            have = set(forge.issue(number).labels) & ours
+        add = [want] if want is not None and want not in have else []
+        remove = sorted(label for label in have if label != want)
+        if add or remove:
+            forge.set_labels(number, add, remove)
+        self._labels[number] = want
+
+    # --- shared ---------------------------------------------------------------------
+
+    def _body(self, state: BuildState) -> str:
+        if isinstance(self.forge, HostedForge):
+            text = render_hosted_body(state, self._plan_summary(state), issue_number(state.issue))
+        else:
+            text = render_body(state)
+        return secrets.scrub(text)
+
+    def _plan_summary(self, state: BuildState) -> str | None:
+        if state.plan is None:
+            return None
+        if self._plan is None or self._plan[0] != state.plan:
+            text = self.build.log.text(self.build.tip, state.plan) or ""
+            lines = [line for line in text.strip().splitlines() if line.strip()]
+            summary = "\n".join(lines[:PLAN_LINES])
+            if len(lines) > PLAN_LINES:
+                summary += f"\n\n… and {len(lines) - PLAN_LINES} more lines"
+            self._plan = (state.plan, _clip(summary, TEXT_LIMIT))
+        return self._plan[1]
+
+    def _send_body(self, forge: Forge, number: int, body: str) -> None:
+        body = secrets.scrub(body)
+        if self._sent.get(("body", number)) != body:
+            forge.update_body(number, body)
+            self._sent[("body", number)] = body
+
+    def _send_status(self, forge: Forge, number: int, text: str) -> None:
+        text = secrets.scrub(text)
+        if self._sent.get(("status", number)) != text:
+            forge.upsert_status_comment(number, text)
+            self._sent[("status", number)] = text
+
+    def _try(self, step: Callable[[], None]) -> bool:
+        """Run one forge step; a failure is noted, never fatal to the build."""
+        try:
+            step()
+        except ForgeError as exc:
+            self._note(str(exc))
+            return False
+        return True
+
+    def _note(self, text: str) -> None:
+        """Record a forge failure as an observation, once per distinct message."""
+        if text in self._noted:
+            return
+        self._noted.add(text)
+        observed = ObservationRecorded(phase="publish", text=secrets.scrub(_clip(text, 500)))
+        self.build.append([Draft(observed)])
