@@ -18,7 +18,12 @@ from support.prism import TOKEN, GitHubAPI
 
 from agentrun.errors import ForgeError
 from agentrun.forge.base import HostedForge, open_forge
-from agentrun.forge.github import STATUS_MARKER, GitHubForge, repository_from
+from agentrun.forge.github import (
+    STATUS_MARKER,
+    GitHubForge,
+    graphql_url_for,
+    repository_from,
+)
 
 REPO = "/repos/octocat/Hello-World"
 SHA = "6dcb09b5b57875f334f61aebed695e2e4193db5e"
@@ -80,6 +85,11 @@ def test_a_missing_token_names_the_variable(
 )
 def test_the_repository_comes_from_origin(origin: str, expected: str) -> None:
     assert repository_from({}, origin) == expected
+
+
+def test_the_graphql_endpoint_sits_beside_the_api() -> None:
+    assert graphql_url_for("https://api.github.com") == "https://api.github.com/graphql"
+    assert graphql_url_for("https://ghe.example/api/v3/") == "https://ghe.example/api/graphql"
 
 
 def test_the_repository_variable_wins_and_is_checked() -> None:

@@ -66,6 +66,12 @@ def repository_from(environ: dict[str, str] | os._Environ[str], origin: str | No
     return found.group("repo")
 
 
+def graphql_url_for(api_url: str) -> str:
+    """GitHub's GraphQL endpoint beside a REST URL (Enterprise Server: ``/api/v3`` → ``/api``)."""
+    base = api_url.rstrip("/")
+    return f"{base.removesuffix('/v3')}/graphql" if base.endswith("/api/v3") else f"{base}/graphql"
+
+
 class GitHubForge:
     """Pull requests and issues of one GitHub repository."""
 
@@ -83,7 +89,7 @@ class GitHubForge:
             )
         self.token = token
         self.api_url = (os.environ.get("GITHUB_API_URL") or DEFAULT_API).rstrip("/")
-        self.graphql_url = os.environ.get("GITHUB_GRAPHQL_URL") or f"{self.api_url}/graphql"
+        self.graphql_url = os.environ.get("GITHUB_GRAPHQL_URL") or graphql_url_for(self.api_url)
         names = [n for n in repo.remotes.names() if n]
         origin = repo.remotes["origin"].url if "origin" in names else None
         self.full_name = repository_from(os.environ, origin)
