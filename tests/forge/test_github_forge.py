@@ -242,6 +242,14 @@ def test_comment_and_comments_since(forge: GitHubForge, api: GitHubAPI) -> None:
     api.assert_accepted()
 
 
+def test_comments_are_read_page_by_page(forge: GitHubForge, api: GitHubAPI) -> None:
+    api.two_pages(f"{REPO}/issues/42/comments")
+    assert [c.id for c in forge.comments_since(42, 0)] == [1, 1]  # one per page
+    pages = [r.query.get("page") for r in api.find("GET", f"{REPO}/issues/42/comments")]
+    assert pages == [None, ["2"]]
+    api.assert_accepted()
+
+
 def test_react(forge: GitHubForge, api: GitHubAPI) -> None:
     forge.react(99, "+1")
     [post] = api.find("POST", f"{REPO}/issues/comments/99/reactions")

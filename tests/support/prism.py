@@ -36,6 +36,8 @@ How to use it (the fixture lives in ``tests/conftest.py``, so any test can ask f
 - ``assert_accepted()``: fail when any recorded request was refused: an
   ``sl-violations`` header, a 422, a GraphQL error, or any 4xx/5xx the request did not
   ask for with a ``Prefer: code=NNN`` header.
+- ``two_pages(path)``: first-page GETs on ``path`` get a ``Link: rel="next"`` to a
+  second page (the description's own ``Link`` example is dropped), until ``clear()``.
 - ``readied``: the pull request node ids the GraphQL stub marked ready for review.
 - ``respond(method, path, answer)``: once Prism has accepted a matching request
   (``path`` a regular expression matched in full), send ``answer(example)`` instead of
@@ -135,6 +137,7 @@ class GitHubAPI:
         self._lock = threading.Lock()
         self._requests: list[Recorded] = []
         self._codes: list[tuple[str, re.Pattern[str], int]] = []
+        self._paged: list[re.Pattern[str]] = []
         self._answers: dict[tuple[str, str], Any] = {}
 
     @property
@@ -154,6 +157,7 @@ class GitHubAPI:
         with self._lock:
             self._requests.clear()
             self._codes.clear()
+            self._paged.clear()
             self._answers.clear()
         self.stub.readied.clear()
 
@@ -164,6 +168,23 @@ class GitHubAPI:
         """
         with self._lock:
             self._codes.append((method, re.compile(path), code))
+
+    def two_pages(self, path: str) -> None:
+        """Answer the first page of GETs on ``path`` with a ``Link`` to a second page.
+
+        (The trimmed description drops GitHub's ``Link`` header, so nothing paginates
+        unless a test asks.) Until ``clear()``.
+        """
+        with self._lock:
+            self._paged.append(re.compile(path))
+
+    def next_page(self, method: str, path: str, query: dict[str, list[str]]) -> str | None:
+        """The ``Link`` header to add to this answer, if it is a first page asked for."""
+        with self._lock:
+            paged = method == "GET" and any(rx.fullmatch(path) for rx in self._paged)
+        if not paged or query.get("page", ["1"]) != ["1"]:
+            return None
+        return f'<{self.url}{path}?per_page=100&page=2>; rel="next"'
 
     def code_for(self, method: str, path: str) -> int | None:
         with self._lock:
@@ -328,6 +349,9 @@ def _handler(api: GitHubAPI, upstream: tuple[str, int]) -> type[BaseHTTPRequestH
                 out_headers = [("Content-Type", "application/json")]
             else:
                 status, out, out_headers = self._forward(raw, headers)
+                link = api.next_page(self.command, split.path, parse_qs(split.query))
+                if link is not None:
+                    out_headers.append(("Link", link))
                 violations = _request_violations(dict(out_headers).get("sl-violations"))
                 if status < 300 and not violations:
                     out = api.scripted(self.command, split.path, out) or out
