@@ -50,6 +50,7 @@ from agentrun.kernel.decide import (
     decide,
 )
 from agentrun.kernel.state import BuildState
+from agentrun.runner.basecheck import base_moved
 from agentrun.runner.build import BuildHandle, Observer, Silent
 from agentrun.runner.checks import run_check, run_finalize_step, skip_verify
 from agentrun.runner.deadline import TIME_LIMIT, Deadline
@@ -158,6 +159,7 @@ class Runner:
                 return Outcome(state, "not-acknowledged")
             if self._deadline.reached:
                 return Outcome(state, TIME_LIMIT)
+            publisher.sync_status()  # show what is about to run (a no-op when unchanged)
             try:
                 with self._deadline.phase():
                     self._execute(decision, build, workspace, sessions, publisher)
@@ -233,6 +235,8 @@ class Runner:
         elif isinstance(decision, SkipVerify):
             skip_verify(build, decision)
         elif isinstance(decision, Publish):
+            if decision.operation == "mark-ready" and self._base_moved(build):
+                return  # reconcile first, then verify again (DESIGN §5)
             try:
                 publisher.publish(decision.operation)
             except ForgeError as exc:
@@ -255,6 +259,15 @@ class Runner:
             pass
         else:
             assert_never(decision)
+
+    def _base_moved(self, build: BuildHandle) -> bool:
+        """Record ``base.moved`` when the base moved and no longer merges cleanly."""
+        state = build.state
+        moved = base_moved(self.repo, state, self.remote)
+        if moved is None:
+            return False
+        build.append([Draft(moved)], fact=False)
+        return True
 
     def _with_workspace(
         self, build: BuildHandle, workspace: Workspace, work: Callable[[], None]
