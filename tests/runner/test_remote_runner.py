@@ -314,9 +314,10 @@ def test_a_time_limit_stops_the_run_and_a_later_resume_finishes(tmp_path: Path) 
     log = m.remote_events(slug)
     assert log == local_events(m.a, slug), "the last sync pushed everything"
     ended = [e.payload for e in log if e.type == "session.ended"][-1]
-    assert ended.outcome == "interrupted"
+    assert (ended.outcome, ended.error) == ("interrupted", "the time limit")
     failed = [e.payload for e in log if e.type == "phase.failed"][-1]
     assert (failed.phase, failed.interrupted, failed.will_retry) == ("implement", True, True)
+    assert failed.error == "interrupted by the time limit"
     assert m.remote_ref(f"refs/agentrun/leases/{slug}") is None
 
     resumed = cli(m.b, "resume", slug, "--remote", "origin")

@@ -145,7 +145,9 @@ class Runner:
         secrets.remember_config(state.config, os.environ)
         workspace = Workspace(self.repo, self.slug, state.branch)
         publisher = Publisher(self.repo, build)
-        sessions = SessionRunner(self.repo, build, workspace, beat, self.observer)
+        sessions = SessionRunner(
+            self.repo, build, workspace, beat, self.observer, self._interrupted_by
+        )
         if not acknowledge_only:
             self._attach(build)
         while True:
@@ -259,6 +261,9 @@ class Runner:
             pass
         else:
             assert_never(decision)
+
+    def _interrupted_by(self) -> str:
+        return "the time limit" if self._deadline.fired else "Ctrl-C"
 
     def _base_moved(self, build: BuildHandle) -> bool:
         """Record ``base.moved`` when the base moved and no longer merges cleanly."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -67,12 +68,15 @@ class SessionRunner:
         workspace: Workspace,
         beat: Heartbeat,
         observer: Observer,
+        interrupted_by: Callable[[], str] = lambda: "Ctrl-C",
     ) -> None:
+        """``interrupted_by`` names what a KeyboardInterrupt was (Ctrl-C, a time limit)."""
         self.repo = repo
         self.build = build
         self.workspace = workspace
         self.beat = beat
         self.observer = observer
+        self.interrupted_by = interrupted_by
 
     def run(self, work: AgentWork) -> None:
         state = self.build.state
@@ -182,10 +186,11 @@ class SessionRunner:
             control.cancel.set()
             watcher.stop()
             self._end_agent()
+            why = self.interrupted_by()
             self.build.append(
                 [
-                    Draft(SessionEnded(session=session, outcome="interrupted", error="Ctrl-C")),
-                    Draft(failure(job, "interrupted by Ctrl-C", interrupted=True, session=session)),
+                    Draft(SessionEnded(session=session, outcome="interrupted", error=why)),
+                    Draft(failure(job, f"interrupted by {why}", interrupted=True, session=session)),
                 ]
             )
             raise
