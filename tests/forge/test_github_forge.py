@@ -157,6 +157,7 @@ def test_find_open_asks_for_the_head_and_checks_it(forge: GitHubForge, api: GitH
     assert forge.find_open("agentrun/fix") is None  # the example is another branch
     found = forge.find_open("new-topic")
     assert found is not None and found.number == 1347 and found.state == "open"
+    assert [r.path for r in api.requests] == [f"{REPO}/pulls"] * 2  # no refetch per item
     first = api.find("GET", f"{REPO}/pulls")[0]
     assert first.query["state"] == ["open"]
     assert first.query["head"] == ["octocat:agentrun/fix"]
@@ -171,6 +172,7 @@ def test_get_list_and_update_body(forge: GitHubForge, api: GitHubAPI) -> None:
     )
     listed = forge.list()
     assert [p.number for p in listed] == [1347]
+    assert len(api.requests) == 2
     forge.update_body(1347, "new body")
     [patch] = api.find("PATCH", f"{REPO}/pulls/1347")
     assert patch.body == {"body": "new body"}

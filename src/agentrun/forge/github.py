@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 from urllib.parse import quote
 
 import pygit2
@@ -35,6 +35,11 @@ from agentrun.forge.base import (
 from agentrun.forge.local import git_in
 from agentrun.gitrepo import common_dir
 
+if TYPE_CHECKING:
+    from github.GithubException import GithubException
+    from github.IssueComment import IssueComment
+    from github.PullRequest import PullRequest
+
 DEFAULT_API = "https://api.github.com"
 STATUS_MARKER = "<!-- agentrun:status -->"
 TIMEOUT_SECONDS = 30
@@ -44,7 +49,7 @@ READY_MUTATION = (
     "mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id}) "
     "{ pullRequest { id isDraft } } }"
 )
-_PERMISSIONS: frozenset[str] = frozenset({"admin", "maintain", "write", "triage", "read", "none"})
+_PERMISSIONS: dict[str, Permission] = {p: p for p in get_args(Permission)}
 _ORIGIN = re.compile(r"github\.com[:/]+(?P<repo>[^/\s]+/[^/\s]+?)(?:\.git)?/?$")
 _NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
 _REPOSITORY = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -217,6 +222,7 @@ class GitHubForge:
         errors = answer.get("errors") if isinstance(answer, dict) else None
         if response.status_code >= 400 or errors:
             detail = "; ".join(str(e.get("message", e)) for e in errors or []) or response.text
+            detail = " ".join(detail.split())
             raise ForgeError(
                 f"github: could not mark #{number} ready for review "
                 f"({response.status_code}): {detail[:300]}"
@@ -246,11 +252,9 @@ class GitHubForge:
             if _status(exc) == 404:
                 return "none"
             raise
-        role = str(data.get("role_name") or "")
-        if role in _PERMISSIONS:
-            return role  # type: ignore[return-value]
-        plain = str(data.get("permission") or "none")  # a custom role: its base permission
-        return plain if plain in _PERMISSIONS else "none"  # type: ignore[return-value]
+        role = _PERMISSIONS.get(str(data.get("role_name")))
+        # A custom role is named after itself: its base permission says what it may do.
+        return role or _PERMISSIONS.get(str(data.get("permission")), "none")
 
     def set_labels(self, number: int, add: Sequence[str], remove: Sequence[str]) -> None:
         """Add, then remove; removing a label the issue does not have is not an error."""
@@ -335,17 +339,18 @@ class GitHubForge:
             found = _NEXT.search(str(headers.get("link") or ""))
             next_url, params = (found.group(1), None) if found else (None, None)
 
-    def _issue_comment(self, comment_id: int) -> Any:
+    def _issue_comment(self, comment_id: int) -> IssueComment:
         from github.IssueComment import IssueComment
 
         url = f"{self.repo_url}/issues/comments/{comment_id}"
         return IssueComment(self.gh.requester, url=url)
 
-    def _info(self, pull: Any) -> ProposalInfo:
+    def _info(self, pull: PullRequest) -> ProposalInfo:
         self._node_ids[pull.number] = pull.node_id
         head = pull.head.ref
         state: Literal["open", "merged", "closed"] = (
-            "merged" if pull.merged else "open" if pull.state == "open" else "closed"
+            # merged_at, not merged: list items lack ``merged``, and reading it refetches.
+            "open" if pull.state == "open" else "merged" if pull.merged_at else "closed"
         )
         return ProposalInfo(
             number=pull.number,
@@ -375,7 +380,7 @@ class GitHubForge:
                 f"github: could not {what}: cannot reach {self.api_url} ({type(exc).__name__})"
             ) from exc
 
-    def _explain(self, exc: Any) -> str:
+    def _explain(self, exc: GithubException) -> str:
         """What went wrong and what to do, from GitHub's status and message."""
         status = exc.status
         data = exc.data if isinstance(exc.data, dict) else {}
@@ -393,10 +398,10 @@ class GitHubForge:
             404: f"{self.full_name} or the object does not exist, or GITHUB_TOKEN cannot see it",
         }
         hint = hints.get(status)
-        return f"{status} {message}" + (f"; {hint}" if hint else "")
+        return " ".join(f"{status} {message}".split()) + (f"; {hint}" if hint else "")
 
 
-def _comment(found: Any, body: str | None = None) -> Comment:
+def _comment(found: IssueComment, body: str | None = None) -> Comment:
     created = found.created_at
     return Comment(
         id=found.id,
