@@ -16,10 +16,12 @@ from github_flow import (
     posted_comments,
     remote_events,
     remote_types,
+    reviews,
 )
 from support.prism import GitHubAPI
 
 SLUG = "issue-7-fix-the-greeting"
+PR = 1347  # the number of GitHub's example pull request, which Prism answers
 ESCALATE = [{"phase": "implement", "attempt": 1, "verb": "escalate", "text": "Which greeting?"}]
 
 
@@ -154,3 +156,29 @@ def test_agentruns_own_comments_are_never_read_as_commands(site: Site) -> None:
 def test_a_comment_on_an_issue_without_a_build(site: Site) -> None:
     out = must(site.job("issue_comment", commented(8, 930, "/agentrun status", "boss")).run())
     assert "no agentrun build belongs to #8; nothing to do" in out
+
+
+def test_a_command_on_the_builds_pull_request_and_a_readers_review(
+    tmp_path: Path, github_api: GitHubAPI
+) -> None:
+    github_api.clear()
+    site = Site(tmp_path, github_api)
+    site.configure([])
+    must(site.job("issues", labeled(7, "Fix the greeting", "Say hello.", "maintainer")).run())
+    site.api.clear()
+    permissions(site.api, {"maintainer": "write", "reader": "read"})
+    comments(site.api, PR, [(940, "maintainer", "/agentrun retry")])
+    reviews(site.api, PR, [(6001, "reader", "CHANGES_REQUESTED", "Rewrite it all")])
+
+    job = site.job("issue_comment", commented(PR, 940, "…", "maintainer", on_pull=True))
+    must(job.run())
+
+    said = [r.body["body"] for r in site.api.find("POST", f"{API_REPO}/issues/{PR}/comments")]
+    assert said[0].startswith(f"@maintainer build {SLUG} is complete; there is nothing to retry")
+    assert said[1].startswith("@reader your review was not taken: reader has read permission here")
+    events = remote_events(site, SLUG)
+    assert "feedback.received" not in [e.type for e in events]
+    cursor = [e.payload for e in events if e.type == "forge.cursor"][-1]
+    assert (cursor.comment, cursor.review) == (940, 6001)
+    assert job.outputs()["state"] == "complete"
+    site.api.assert_accepted()

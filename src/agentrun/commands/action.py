@@ -210,18 +210,22 @@ class Job:
         from agentrun.commands.sweep import sweep
 
         self._pull()
+        moved = False
         for state in self._states():
             if state.issue is not None and _open(state):
-                self.steer(state)
-        self._push()
+                moved = self.steer(state, push=False) or moved
+        if moved:
+            self._push()
         swept = sweep(self.repo, self.remote, stop_at=self.stop_at)
         self.result.lines.extend(item.line() for item in swept)
         return self.result if swept else self._say("no open builds to sweep")
 
     # --- steering: comments and reviews since the cursor -----------------------------
 
-    def steer(self, state: BuildState) -> None:
-        """Act on every comment and review since the build's cursor, then advance it."""
+    def steer(self, state: BuildState, push: bool = True) -> bool:
+        """Act on every comment and review since the build's cursor, then advance it;
+        with ``push``, push what was appended. True when anything was."""
+        before = self.log.tip_oid(state.slug)
         numbers = [n for n in (state.issue_number, _proposal_number(state)) if n]
         seen: dict[int, tuple[int, Comment]] = {}
         for number in numbers:
@@ -251,7 +255,10 @@ class Job:
         if last_comment > state.forge_comment or last_review > state.forge_review:
             cursor = ForgeCursor(forge=FORGE, comment=last_comment, review=last_review)
             self.log_append(state.slug, cursor)
-        self._push()
+        moved = self.log.tip_oid(state.slug) != before
+        if moved and push:
+            self._push()
+        return moved
 
     def _comment(self, slug: str, number: int, comment: Comment) -> None:
         if OWN in comment.body or comment.author == ACTIONS_BOT:
@@ -405,10 +412,34 @@ class Job:
             outcome = Runner(self.repo, slug, remote=self.remote, stop_at=self.stop_at).run()
         except LeaseHeldError as exc:
             self.result.show(load_state(self.log, self.cache, slug)[1])
-            return self._say(f"not run here: {exc}")
+            holder = self._holder(slug)
+            return self._say(f"not run here: {exc}" + (f" (held by {holder})" if holder else ""))
         self.result.show(outcome.state)
         why = f" (stopped: {outcome.waiting})" if outcome.waiting == "time-limit" else ""
         return self._say(f"build {slug} is {outcome.state.state_name}{why}")
+
+    def _holder(self, slug: str) -> str | None:
+        """Who holds the build's lease on the remote now, if anyone can be seen to."""
+        from agentrun.store.lease import lease_info, lease_ref
+        from agentrun.store.sync import Remote, SyncError
+
+        ref = lease_ref(slug)
+        try:
+            where = Remote(self.repo, self.remote)
+            seen = where.ls(ref).get(ref)
+            if seen is None:
+                return None
+            where.git(
+                "fetch",
+                "--no-tags",
+                "--quiet",
+                self.remote,
+                f"+{ref}:{where.tracking}leases/{slug}",
+            )
+        except SyncError:
+            return None
+        info = lease_info(self.repo, seen)
+        return f"{info.holder} on {info.host} (pid {info.pid})"
 
     def _request(self, slug: str, login: str, make: Callable[[BuildState], object | None]) -> None:
         from agentrun.commands.control import request
