@@ -68,3 +68,10 @@ def test_quoted_and_fenced_commands_do_not_run() -> None:
 
 def test_crlf_comment_bodies() -> None:
     assert parse("/agentrun answer ok\r\nthanks\r\n") == [Command("answer", "ok\nthanks")]
+
+
+def test_an_odd_unknown_verb_is_not_echoed() -> None:
+    (found,) = parse("/agentrun @everyone`x`")
+    assert isinstance(found, Refusal)
+    assert found.message.startswith("unknown command: use `/agentrun answer")
+    assert "@everyone" not in found.message

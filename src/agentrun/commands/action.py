@@ -57,6 +57,7 @@ class GitHubEvent:
     payload: dict[str, Any]
     repository: str  # owner/name
     output: Path | None = None
+    ref_name: str = ""  # GITHUB_REF_NAME: the default branch for ``schedule``
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> GitHubEvent:
@@ -82,7 +83,8 @@ class GitHubEvent:
         elif name not in ("schedule", "workflow_dispatch"):
             raise AgentrunError(f"GITHUB_EVENT_PATH is not set for a {name} event")
         output = environ.get("GITHUB_OUTPUT")
-        return cls(name, payload, repository, Path(output) if output else None)
+        ref_name = environ.get("GITHUB_REF_NAME", "")
+        return cls(name, payload, repository, Path(output) if output else None, ref_name)
 
 
 @dataclass
@@ -290,6 +292,13 @@ class Job:
         from agentrun.commands.control import answer
 
         if command.verb == "answer":
+            state = load_state(self.log, self.cache, slug)[1]
+            if command.escalation is None and len(state.open_escalations) > 1:
+                ids = ", ".join(e.id for e in state.open_escalations)
+                raise AgentrunError(
+                    f"build {slug} has several open questions ({ids}): "
+                    "write `/agentrun answer ID TEXT`"
+                )
             esc, _ = answer(self.repo, slug, sanitize(command.text), command.escalation, login)
             return f"answered {esc}"
         if command.verb == "status":
@@ -483,6 +492,8 @@ class Job:
         branch = repository.get("default_branch")
         if branch:
             return str(branch)
+        if self.event.name == "schedule" and self.event.ref_name:
+            return self.event.ref_name  # a scheduled run is on the default branch
         head = self.repo.references.get(f"refs/remotes/{self.remote}/HEAD")
         if head is not None and isinstance(head.target, str):
             return head.target.removeprefix(f"refs/remotes/{self.remote}/")

@@ -24,6 +24,7 @@ USAGE = (
 )
 _VERB: dict[str, Verb] = {verb: verb for verb in VERBS}
 _ESCALATION_ID = re.compile(r"e\d+")
+_WORD = re.compile(r"[a-z][a-z-]{0,19}")
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 
 
@@ -79,8 +80,10 @@ def parse(body: str) -> list[Command | Refusal]:
             found.append(Command(known))
         elif not verb:
             found.append(Refusal(line.strip(), f"a command needs a verb: {USAGE}"))
-        else:
+        elif _WORD.fullmatch(verb):
             found.append(Refusal(line.strip(), f"unknown command `{verb}`: use {USAGE}"))
+        else:  # not echoed: it could mention people or break the reply's markdown
+            found.append(Refusal(line.strip(), f"unknown command: use {USAGE}"))
     return found
 
 
