@@ -18,7 +18,7 @@ import pytest
 from runner.helpers import configure, git, payloads, types
 from support.prism import GitHubAPI, Recorded
 
-from agentrun.commands.build import resume_build, run_build
+from agentrun.commands.build import create_build, resume_build, run_build
 from agentrun.commands.control import answer
 from agentrun.config import load_config
 from agentrun.events import BuildCreated, HumanActor
@@ -173,7 +173,9 @@ def test_a_green_build_is_published_on_github(
     assert statuses["agentrun/docs"]["state"] == "success"
     assert statuses["agentrun/docs"]["description"].startswith("skipped")
 
-    # Labels follow the state on the issue and on the pull request.
+    # Labels follow the state on the issue and on the pull request; only the issue's
+    # labels had to be read (the pull request is new).
+    assert [r.path for r in api.find("GET", f"{REPO}/issues/[0-9]+")] == [f"{REPO}/issues/{ISSUE}"]
     assert label_changes(api, ISSUE) == [
         ("+", "agentrun:running"),
         ("+", "agentrun:done"),
@@ -269,3 +271,24 @@ def test_a_forge_failure_while_syncing_does_not_stop_the_build(
     assert notes[0].startswith(f"github: could not label #{ISSUE}: 410")
     assert api.graphql()  # publication went on: the PR was marked ready
     assert {label for _, label in label_changes(api, PR)} <= LABELS
+
+
+def test_a_build_started_elsewhere_keeps_its_status_on_the_pull_request(
+    repo_path: Path, origin: Path, api: GitHubAPI
+) -> None:
+    repo = project(repo_path, origin, [{"phase": "implement", "round": 1, "write": APP}])
+    slug = create_build(repo, "Add the app module").slug
+
+    assert run_build(repo, slug).state.state_name == "complete"
+
+    [status] = sent(api, "POST", f"/issues/{PR}/comments")
+    assert status["body"].startswith(f"<!-- agentrun:status {slug} -->\n")
+    assert "Closes #" not in sent(api, "POST", "/pulls")[0]["body"]
+    assert api.find("POST", f"{REPO}/issues/{ISSUE}/.*") == []
+    assert label_changes(api, PR) == [
+        ("+", "agentrun:running"),
+        ("+", "agentrun:done"),
+        ("-", "agentrun:running"),
+    ]
+    assert api.graphql() and sent(api, "POST", f"/pulls/{PR}/requested_reviewers") == []
+    api.assert_accepted()

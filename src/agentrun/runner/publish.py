@@ -29,7 +29,7 @@ from agentrun import secrets
 from agentrun.errors import ConfigError, ForgeError
 from agentrun.events import ObservationRecorded, ProposalOpened, ProposalReady, PublicationPushed
 from agentrun.forge import Forge, open_forge
-from agentrun.forge.base import CommitState, HostedForge
+from agentrun.forge.base import CommitState, HostedForge, forge_kind
 from agentrun.kernel.state import BuildState, Proposal
 from agentrun.runner.build import BuildHandle
 from agentrun.store.log import Draft
@@ -239,6 +239,7 @@ class Publisher:
                 body = self._body(state)
                 found = forge.open_draft(title, body, state.branch, state.base_ref, state.slug)
                 self._sent[("body", found.number)] = body
+                self._labels[found.number] = None  # a new proposal has no labels yet
             opened = ProposalOpened(
                 forge=forge.name, number=found.number, url=found.url, head=state.head
             )
@@ -262,8 +263,8 @@ class Publisher:
         if state.seq == self._synced_seq:
             return
         proposal = state.proposal if state.proposal and not state.proposal.closed else None
-        if proposal is None and state.issue is None:
-            self._synced_seq = state.seq  # nothing to show it on (and no forge to open)
+        if proposal is None and forge_kind(self.repo, state.config.forge.kind) == "local":
+            self._synced_seq = state.seq  # nothing to show yet
             return
         try:
             forge = self.forge
