@@ -66,6 +66,8 @@ def test_the_example_workflow_triggers_permissions_and_concurrency() -> None:
     assert "github.event.pull_request.number" in concurrency["group"]
     assert concurrency["cancel-in-progress"] is False
     (job,) = flow["jobs"].values()
+    assert "github.event.label.name == 'agentrun'" in job["if"]
+    assert "contains(github.event.comment.body, '/agentrun')" in job["if"]
     checkout, fetch, agentrun = job["steps"]
     assert checkout["uses"].startswith("actions/checkout@")
     assert checkout["with"]["fetch-depth"] == 0
