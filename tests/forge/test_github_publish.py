@@ -159,7 +159,8 @@ def test_a_green_build_is_published_on_github(
     assert len(bodies) >= 3
     assert all(b.startswith(f"<!-- agentrun:status {slug} -->\n") for b in bodies)
     assert all(a != b for a, b in itertools.pairwise(bodies))  # no resends
-    assert "plan" in bodies[0] and "pull request" not in bodies[0]  # before the PR
+    assert "- [ ] plan ← now (round 1)" in bodies[0]  # from the first phase on
+    assert "pull request" not in bodies[0]
     assert "**complete**" in bodies[-1]
     assert "- [x] ready for review" in bodies[-1]
     assert f"pull request: https://github.com/octocat/Hello-World/pull/{PR}" in bodies[-1]
