@@ -182,3 +182,24 @@ def test_a_command_on_the_builds_pull_request_and_a_readers_review(
     assert (cursor.comment, cursor.review) == (940, 6001)
     assert job.outputs()["state"] == "complete"
     site.api.assert_accepted()
+
+
+def test_the_scheduled_sweep_reads_answers_that_no_job_processed(site: Site) -> None:
+    # Two parked builds; the job of the answer on #7 never ran (GitHub cancelled it).
+    parked(site)
+    must(site.job("issues", labeled(8, "Fix the farewell", "Say bye.", "maintainer")).run())
+    site.api.clear()
+    permissions(site.api, {"maintainer": "write"})
+    comments(site.api, 7, [(950, "maintainer", "/agentrun answer say hello")])
+    comments(site.api, 8, [])
+
+    out = must(site.job("schedule", None).run())
+
+    assert "comment 950 by maintainer: answered e1" in out
+    assert f"{SLUG}: resumed" in out
+    assert remote_types(site, SLUG)[-1] == "build.completed"
+    other = "issue-8-fix-the-farewell"
+    assert f"{other}: skipped (parked on question e1)" in out
+    assert "escalation.answered" not in remote_types(site, other)
+    assert reactions(site) == [f"{API_REPO}/issues/comments/950/reactions"]
+    site.api.assert_accepted()

@@ -47,6 +47,7 @@ MARK = "<!-- agentrun -->"  # on every comment agentrun posts, so it never reads
 OWN = "<!-- agentrun"  # the start of MARK and of the forge's markers (status, questions)
 ACTIONS_BOT = "github-actions[bot]"  # who the workflow's token comments as
 TITLE_LIMIT = 300
+READERS = 8  # forge reads in flight at once when a sweep steers many builds
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,7 @@ class Job:
         self._config: Config | None = None
         self._permissions: dict[str, str] = {}
         self._bots: set[str] = set()  # logins the payload marks as bots (``type: Bot``)
+        self._read: dict[tuple[str, int, int], list[Any]] = {}  # prefetched by ``_prefetch``
         self.log, self.cache = EventLog(repo), StateCache(repo)
         self.result = ActionResult()
 
@@ -213,9 +215,10 @@ class Job:
 
         self._pull()
         moved = False
-        for state in self._states():
-            if state.issue is not None and _open(state):
-                moved = self.steer(state, push=False) or moved
+        steerable = [s for s in self._states() if s.issue is not None and _open(s)]
+        self._prefetch(steerable)
+        for state in steerable:
+            moved = self.steer(state, push=False) or moved
         if moved:
             self._push()
         swept = sweep(self.repo, self.remote, stop_at=self.stop_at)
@@ -231,7 +234,7 @@ class Job:
         numbers = [n for n in (state.issue_number, _proposal_number(state)) if n]
         seen: dict[int, tuple[int, Comment]] = {}
         for number in numbers:
-            for comment in self.forge.comments_since(number, state.forge_comment):
+            for comment in self._since("comments", number, state.forge_comment):
                 seen.setdefault(comment.id, (number, comment))
         last_comment = state.forge_comment
         for comment_id in sorted(seen):
@@ -241,7 +244,7 @@ class Job:
         last_review = state.forge_review
         pr = _proposal_number(state)
         if pr is not None:
-            for review in self.forge.reviews_since(pr, state.forge_review):
+            for review in self._since("reviews", pr, state.forge_review):
                 last_review = max(last_review, review.id)
                 if review.state.lower() != "changes_requested":
                     continue
@@ -261,6 +264,49 @@ class Job:
         if moved and push:
             self._push()
         return moved
+
+    def _since(self, kind: str, number: int, after: int) -> list[Any]:
+        found = self._read.pop((kind, number, after), None)
+        if found is not None:
+            return found
+        if kind == "comments":
+            return list(self.forge.comments_since(number, after))
+        return list(self.forge.reviews_since(number, after))
+
+    def _prefetch(self, states: list[BuildState]) -> None:
+        """Read the comments and reviews of many builds at once, ``READERS`` requests in
+        flight (a sweep over many parked builds waits on the forge, not on itself)."""
+        from concurrent.futures import ThreadPoolExecutor
+        from queue import SimpleQueue
+
+        wanted: list[tuple[str, int, int]] = []
+        for state in states:
+            if state.issue_number:
+                wanted.append(("comments", state.issue_number, state.forge_comment))
+            if (pr := _proposal_number(state)) is not None:
+                wanted += [
+                    ("comments", pr, state.forge_comment),
+                    ("reviews", pr, state.forge_review),
+                ]
+        if len(wanted) < 2:
+            return
+        # One client per thread: PyGithub's keeps one connection and is not thread-safe.
+        forges: SimpleQueue[HostedForge] = SimpleQueue()
+        for _ in range(min(READERS, len(wanted))):
+            forges.put(self._open_forge())
+
+        def read(item: tuple[str, int, int]) -> list[Any]:
+            kind, number, after = item
+            forge = forges.get()
+            try:
+                if kind == "comments":
+                    return list(forge.comments_since(number, after))
+                return list(forge.reviews_since(number, after))
+            finally:
+                forges.put(forge)
+
+        with ThreadPoolExecutor(READERS) as pool:
+            self._read = dict(zip(wanted, pool.map(read, wanted), strict=True))
 
     def _comment(self, slug: str, number: int, comment: Comment) -> None:
         if OWN in comment.body or comment.author == ACTIONS_BOT:
@@ -538,13 +584,16 @@ class Job:
     @property
     def forge(self) -> HostedForge:
         if self._forge is None:
-            from agentrun.forge.base import open_forge
-
-            found = open_forge(self.repo, FORGE)
-            if not isinstance(found, HostedForge):
-                raise ForgeError(f"the {FORGE} forge cannot read issues and permissions")
-            self._forge = found
+            self._forge = self._open_forge()
         return self._forge
+
+    def _open_forge(self) -> HostedForge:
+        from agentrun.forge.base import open_forge
+
+        found = open_forge(self.repo, FORGE)
+        if not isinstance(found, HostedForge):
+            raise ForgeError(f"the {FORGE} forge cannot read issues and permissions")
+        return found
 
     def _say(self, line: str) -> ActionResult:
         self.result.lines.append(line)
