@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pygit2
 from runner.helpers import (
+    SCRIPT,
     background,
     configure,
     only_slug,
@@ -149,4 +150,48 @@ def test_resume_of_a_complete_build_is_a_no_op(repo_path: Path, repo: pygit2.Rep
 
     assert (resumed.returncode, resumed.stderr) == (0, "")
     assert resumed.stdout == f"build {slug} is complete; nothing to resume\n"
+    assert tip(repo, slug) == before
+
+
+def test_retry_rearms_a_phase_out_of_attempts_and_resume_completes(
+    repo_path: Path, repo: pygit2.Repository
+) -> None:
+    configure(
+        repo_path,
+        [
+            {"phase": "implement", "round": 1, "attempt": 1, "fail": "overloaded"},
+            {"phase": "implement", "round": 1, "attempt": 2, "fail": "overloaded"},
+        ],
+        extra="[policy]\nmax_phase_attempts = 2\n",
+    )
+    slug = create_build(repo, GOAL).slug
+    assert run_build(repo, slug).state.state_name == "parked"
+
+    retried = run_cli(repo_path, "retry", slug)
+
+    assert (retried.returncode, retried.stderr) == (0, "")
+    assert retried.stdout == (
+        f"retry recorded; run `git agentrun resume {slug}` to continue the build\n"
+    )
+    assert types(repo, slug)[-1] == "build.retry-requested"
+    (repo_path / SCRIPT).write_text("")  # whatever overloaded the model has passed
+    resumed = run_cli(repo_path, "resume", slug)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "complete" in resumed.stdout
+    starts = payloads(repo, slug, "implement.started")
+    assert len(starts) == 3
+
+
+def test_retry_of_a_complete_build_is_refused_and_changes_nothing(
+    repo_path: Path, repo: pygit2.Repository
+) -> None:
+    configure(repo_path)
+    slug = create_build(repo, GOAL).slug
+    assert run_build(repo, slug).state.state_name == "complete"
+    before = tip(repo, slug)
+
+    retried = run_cli(repo_path, "retry", slug)
+
+    assert retried.returncode == 1
+    assert retried.stderr.strip().endswith(f"build {slug} is complete; there is nothing to retry")
     assert tip(repo, slug) == before

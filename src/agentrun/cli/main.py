@@ -346,6 +346,16 @@ def abort(slug: str) -> None:
     click.echo(request(_repo(), slug).message)
 
 
+@cli.command()
+@click.argument("slug")
+def retry(slug: str) -> None:
+    """Let SLUG try again: a failed build re-opens, spent attempts re-arm."""
+    from agentrun.commands.control import retry as request
+
+    request(_repo(), slug)
+    click.echo(f"retry recorded; run `git agentrun resume {slug}` to continue the build")
+
+
 @cli.group(invoke_without_command=True)
 @click.pass_context
 def pulls(ctx: click.Context) -> None:

@@ -1,4 +1,4 @@
-"""People steering a build: answer, pause, resume requests, abort.
+"""People steering a build: answer, pause, resume requests, abort, retry.
 
 A human command is a request appended to the log. On a lost race it is re-checked
 against the new state and re-appended (requests are safe to re-sequence).
@@ -16,6 +16,7 @@ from agentrun.events import (
     BuildAbortRequested,
     BuildPauseRequested,
     BuildResumeRequested,
+    BuildRetryRequested,
     EscalationAnswered,
     HumanActor,
 )
@@ -158,5 +159,20 @@ def request_resume(repo: pygit2.Repository, slug: str) -> BuildState:
         if state.status != "running" or not state.paused or state.resume_requested:
             return None
         return BuildResumeRequested()
+
+    return request(repo, slug, make)
+
+
+def retry(repo: pygit2.Repository, slug: str) -> BuildState:
+    """Ask a failed build, or a phase that ran out of attempts, to try again.
+
+    Only records the request (open questions are closed as answered "retry");
+    ``resume`` runs it.
+    """
+
+    def make(state: BuildState) -> BuildRetryRequested:
+        if state.status in ("complete", "aborted"):
+            raise AgentrunError(f"build {slug} is {state.status}; there is nothing to retry")
+        return BuildRetryRequested()
 
     return request(repo, slug, make)
