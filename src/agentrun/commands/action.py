@@ -23,31 +23,17 @@ from typing import Any
 
 import pygit2
 
+from agentrun.commands.steer import FORGE, Steering, proposal_number
 from agentrun.config import CONFIG_FILE, Config, config_from_data, parse_config
 from agentrun.errors import AgentrunError, ConfigError, ForgeError, LeaseHeldError
-from agentrun.events import (
-    BuildAbortRequested,
-    BuildCreated,
-    BuildPauseRequested,
-    BuildResumeRequested,
-    BuildRetryRequested,
-    FeedbackReceived,
-    ForgeCursor,
-    HumanActor,
-)
-from agentrun.forge.base import WRITE_OR_ABOVE, Comment, HostedForge
-from agentrun.forge.commands import Command, Refusal, parse
+from agentrun.events import BuildCreated, BuildResumeRequested, HumanActor
+from agentrun.forge.base import HostedForge
 from agentrun.kernel.state import BuildState
 from agentrun.sanitize import sanitize
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.log import Draft, EventLog, build_ref
 
-FORGE = "github"
-MARK = "<!-- agentrun -->"  # on every comment agentrun posts, so it never reads its own
-OWN = "<!-- agentrun"  # the start of MARK and of the forge's markers (status, questions)
-ACTIONS_BOT = "github-actions[bot]"  # who the workflow's token comments as
 TITLE_LIMIT = 300
-READERS = 8  # forge reads in flight at once when a sweep steers many builds
 
 
 @dataclass(frozen=True)
@@ -144,13 +130,12 @@ class Job:
     ) -> None:
         self.repo, self.event, self.remote, self.stop_at = repo, event, remote, stop_at
         self.config_path, self.label = config_path, label
-        self._forge: HostedForge | None = None
         self._config: Config | None = None
-        self._permissions: dict[str, str] = {}
-        self._bots: set[str] = set()  # logins the payload marks as bots (``type: Bot``)
-        self._read: dict[tuple[str, int, int], list[Any]] = {}  # prefetched by ``_prefetch``
         self.log, self.cache = EventLog(repo), StateCache(repo)
         self.result = ActionResult()
+        self.steering = Steering(
+            repo, self._open_forge, lambda: self.config.forge.allow_bots, self._say
+        )
 
     # --- the events ---------------------------------------------------------------------
 
@@ -175,7 +160,9 @@ class Job:
         else:
             self._say(f"build {state.slug} already exists for issue #{number}: resuming it")
             if state.paused:
-                self._request(state.slug, login, lambda s: BuildResumeRequested())
+                from agentrun.commands.control import request
+
+                request(self.repo, state.slug, lambda s: BuildResumeRequested(), login)
         return self._run(state.slug)
 
     def commented(self) -> ActionResult:
@@ -184,7 +171,7 @@ class Job:
             return self._say(f"ignored: issue_comment {payload.get('action')}")
         issue = payload.get("issue") or {}
         number = int(issue["number"])
-        self._note_bot(payload.get("comment", {}).get("user"))
+        self.steering.note_bot(payload.get("comment", {}).get("user"))
         self._pull()
         state = (
             self._proposal_build(number)
@@ -193,7 +180,7 @@ class Job:
         )
         if state is None:
             return self._say(f"no agentrun build belongs to #{number}; nothing to do")
-        self.steer(state)
+        self._steer(state)
         return self._run(state.slug)
 
     def reviewed(self) -> ActionResult:
@@ -202,12 +189,12 @@ class Job:
         number = int((payload.get("pull_request") or {}).get("number", 0))
         if payload.get("action") != "submitted":
             return self._say(f"ignored: pull_request_review {payload.get('action')}")
-        self._note_bot(review.get("user"))
+        self.steering.note_bot(review.get("user"))
         self._pull()
         state = self._proposal_build(number)
         if state is None:
             return self._say(f"pull request #{number} is not an agentrun build's; nothing to do")
-        self.steer(state)
+        self._steer(state)
         return self._run(state.slug)
 
     def sweep(self) -> ActionResult:
@@ -216,9 +203,9 @@ class Job:
         self._pull()
         moved = False
         steerable = [s for s in self._states() if s.issue is not None and _open(s)]
-        self._prefetch(steerable)
+        self.steering.prefetch(steerable)
         for state in steerable:
-            moved = self.steer(state, push=False) or moved
+            moved = self.steering.steer(state) or moved
         if moved:
             self._push()
         swept = sweep(self.repo, self.remote, stop_at=self.stop_at)
@@ -227,167 +214,10 @@ class Job:
 
     # --- steering: comments and reviews since the cursor -----------------------------
 
-    def steer(self, state: BuildState, push: bool = True) -> bool:
-        """Act on every comment and review since the build's cursor, then advance it;
-        with ``push``, push what was appended. True when anything was."""
-        before = self.log.tip_oid(state.slug)
-        numbers = [n for n in (state.issue_number, _proposal_number(state)) if n]
-        seen: dict[int, tuple[int, Comment]] = {}
-        for number in numbers:
-            for comment in self._since("comments", number, state.forge_comment):
-                seen.setdefault(comment.id, (number, comment))
-        last_comment = state.forge_comment
-        for comment_id in sorted(seen):
-            number, comment = seen[comment_id]
-            last_comment = max(last_comment, comment_id)
-            self._comment(state.slug, number, comment)
-        last_review = state.forge_review
-        pr = _proposal_number(state)
-        if pr is not None:
-            for review in self._since("reviews", pr, state.forge_review):
-                last_review = max(last_review, review.id)
-                if review.state.lower() != "changes_requested":
-                    continue
-                if (why := self._refusal(review.author)) is not None:
-                    self._reply(pr, review.author, f"your review was not taken: {why}")
-                    continue
-                text = sanitize("\n\n".join([review.body, *review.comments]).strip())
-                feedback = FeedbackReceived(
-                    forge=FORGE, number=pr, review=review.id, author=review.author, text=text
-                )
-                self._request(state.slug, review.author, _always(feedback))
-                self._say(f"review {review.id} by {review.author}: feedback for the next round")
-        if last_comment > state.forge_comment or last_review > state.forge_review:
-            cursor = ForgeCursor(forge=FORGE, comment=last_comment, review=last_review)
-            self.log_append(state.slug, cursor)
-        moved = self.log.tip_oid(state.slug) != before
-        if moved and push:
+    def _steer(self, state: BuildState) -> None:
+        """Steer one build; push what that appended, so it stays when the job runs nothing."""
+        if self.steering.steer(state):
             self._push()
-        return moved
-
-    def _since(self, kind: str, number: int, after: int) -> list[Any]:
-        found = self._read.pop((kind, number, after), None)
-        if found is not None:
-            return found
-        if kind == "comments":
-            return list(self.forge.comments_since(number, after))
-        return list(self.forge.reviews_since(number, after))
-
-    def _prefetch(self, states: list[BuildState]) -> None:
-        """Read the comments and reviews of many builds at once, ``READERS`` requests in
-        flight (a sweep over many parked builds waits on the forge, not on itself)."""
-        from concurrent.futures import ThreadPoolExecutor
-        from queue import SimpleQueue
-
-        wanted: list[tuple[str, int, int]] = []
-        for state in states:
-            if state.issue_number:
-                wanted.append(("comments", state.issue_number, state.forge_comment))
-            if (pr := _proposal_number(state)) is not None:
-                wanted += [
-                    ("comments", pr, state.forge_comment),
-                    ("reviews", pr, state.forge_review),
-                ]
-        if len(wanted) < 2:
-            return
-        # One client per thread: PyGithub's keeps one connection and is not thread-safe.
-        forges: SimpleQueue[HostedForge] = SimpleQueue()
-        for _ in range(min(READERS, len(wanted))):
-            forges.put(self._open_forge())
-
-        def read(item: tuple[str, int, int]) -> list[Any]:
-            kind, number, after = item
-            forge = forges.get()
-            try:
-                if kind == "comments":
-                    return list(forge.comments_since(number, after))
-                return list(forge.reviews_since(number, after))
-            finally:
-                forges.put(forge)
-
-        with ThreadPoolExecutor(READERS) as pool:
-            self._read = dict(zip(wanted, pool.map(read, wanted), strict=True))
-
-    def _comment(self, slug: str, number: int, comment: Comment) -> None:
-        if OWN in comment.body or comment.author == ACTIONS_BOT:
-            return  # agentrun's own words
-        found = parse(comment.body)
-        if not found:
-            return
-        if (why := self._refusal(comment.author)) is not None:
-            self._reply(number, comment.author, f"this command was not run: {why}")
-            self._say(f"comment {comment.id} by {comment.author} refused: {why}")
-            return
-        accepted = False
-        for item in found:
-            if isinstance(item, Refusal):
-                self._reply(number, comment.author, item.message)
-                continue
-            try:
-                said = self._apply(slug, number, item, comment.author)
-            except AgentrunError as exc:
-                self._reply(number, comment.author, str(exc))
-                self._say(f"comment {comment.id}: {exc}")
-                continue
-            accepted = True
-            self._say(f"comment {comment.id} by {comment.author}: {said}")
-        if accepted:
-            self.forge.react(comment.id, "+1")
-
-    def _apply(self, slug: str, number: int, command: Command, login: str) -> str:
-        from agentrun.commands.control import answer
-
-        if command.verb == "answer":
-            state = load_state(self.log, self.cache, slug)[1]
-            if command.escalation is None and len(state.open_escalations) > 1:
-                ids = ", ".join(e.id for e in state.open_escalations)
-                raise AgentrunError(
-                    f"build {slug} has several open questions ({ids}): "
-                    "write `/agentrun answer ID TEXT`"
-                )
-            esc, _ = answer(self.repo, slug, sanitize(command.text), command.escalation, login)
-            return f"answered {esc}"
-        if command.verb == "status":
-            from agentrun.runner.publish import render_hosted_status
-
-            state = load_state(self.log, self.cache, slug)[1]
-            # Without the status comment's marker line, which would make this reply the
-            # comment the publisher edits in place.
-            text = render_hosted_status(state).split("\n", 1)[1]
-            self.forge.comment(number, f"@{login}\n{text}\n{MARK}")
-            return "status posted"
-        make = {
-            "pause": _pause,
-            "resume": _resume,
-            "abort": _abort,
-            "retry": _retry,
-        }[command.verb]
-        self._request(slug, login, make)
-        return f"{command.verb} requested"
-
-    def _refusal(self, login: str) -> str | None:
-        """Why ``login`` may not steer builds (None: they may)."""
-        if self._is_bot(login):
-            if login in self.config.forge.allow_bots:
-                return None
-            return f"{login} is a bot, and bots are not listed in [forge] allow_bots"
-        permission = self._permissions.get(login)
-        if permission is None:
-            permission = self._permissions[login] = self.forge.permission(login)
-        if permission not in WRITE_OR_ABOVE:
-            return f"{login} has {permission} permission here; write or above is needed"
-        return None
-
-    def _is_bot(self, login: str) -> bool:
-        return login.endswith("[bot]") or login in self._bots
-
-    def _note_bot(self, user: object) -> None:
-        """The payload says when its author is a bot (``type: Bot``): remember the login."""
-        if isinstance(user, dict) and user.get("type") == "Bot" and user.get("login"):
-            self._bots.add(str(user["login"]))
-
-    def _reply(self, number: int, login: str, text: str) -> None:
-        self.forge.comment(number, f"@{login} {text}\n\n{MARK}")
 
     # --- builds ---------------------------------------------------------------------------
 
@@ -406,7 +236,7 @@ class Job:
         return found[0] if found else None
 
     def _proposal_build(self, number: int) -> BuildState | None:
-        found = [s for s in self._states() if _proposal_number(s) == number]
+        found = [s for s in self._states() if proposal_number(s) == number]
         return found[0] if found else None
 
     def _create(self, issue: Mapping[str, Any], login: str) -> BuildState:
@@ -496,24 +326,6 @@ class Job:
         info = lease_info(self.repo, seen)
         return f"{info.holder} on {info.host} (pid {info.pid})"
 
-    def _request(self, slug: str, login: str, make: Callable[[BuildState], object | None]) -> None:
-        from agentrun.commands.control import request
-
-        request(self.repo, slug, make, login)
-
-    def log_append(self, slug: str, payload: object) -> None:
-        """Append a kernel fact (the cursor) on the current tip, re-reading on a lost race."""
-        from agentrun.errors import ConcurrentUpdateError
-
-        for _ in range(20):
-            tip = self.log.tip(slug)
-            try:
-                self.log.append(slug, [Draft(payload)], tip)
-            except ConcurrentUpdateError:
-                continue
-            return
-        raise AgentrunError(f"the log of {slug} kept moving; the cursor was not recorded")
-
     # --- the remote, the base, the config, the forge -----------------------------------
 
     def _pull(self) -> None:
@@ -581,12 +393,6 @@ class Job:
             self._config = config_from_data(data, source)
         return self._config
 
-    @property
-    def forge(self) -> HostedForge:
-        if self._forge is None:
-            self._forge = self._open_forge()
-        return self._forge
-
     def _open_forge(self) -> HostedForge:
         from agentrun.forge.base import open_forge
 
@@ -600,49 +406,9 @@ class Job:
         return self.result
 
 
-# --- what each control asks of the state --------------------------------------------------
-
-
-def _running(state: BuildState, verb: str) -> None:
-    if state.status != "running":
-        raise AgentrunError(f"build {state.slug} is {state.status}; there is nothing to {verb}")
-
-
-def _pause(state: BuildState) -> BuildPauseRequested | None:
-    _running(state, "pause")
-    return None if state.paused or state.pause_requested else BuildPauseRequested()
-
-
-def _resume(state: BuildState) -> BuildResumeRequested | None:
-    _running(state, "resume")
-    if state.resume_requested or not (state.paused or state.pause_requested):
-        return None
-    return BuildResumeRequested()
-
-
-def _abort(state: BuildState) -> BuildAbortRequested | None:
-    _running(state, "abort")
-    return None if state.abort_requested else BuildAbortRequested()
-
-
-def _retry(state: BuildState) -> BuildRetryRequested:
-    if state.status in ("complete", "aborted"):
-        raise AgentrunError(f"build {state.slug} is {state.status}; there is nothing to retry")
-    return BuildRetryRequested()
-
-
-def _proposal_number(state: BuildState) -> int | None:
-    proposal = state.proposal
-    return proposal.number if proposal is not None and proposal.forge == FORGE else None
-
-
 def _open(state: BuildState) -> bool:
     """Still steerable: running, or complete with its proposal open (it takes reviews)."""
     if state.status == "running":
         return True
     proposal = state.proposal
     return state.status == "complete" and proposal is not None and not proposal.closed
-
-
-def _always(payload: object) -> Callable[[BuildState], object]:
-    return lambda state: payload

@@ -1,0 +1,279 @@
+"""Steering a build from its forge: ``/agentrun …`` comments and changes-requested reviews.
+
+Every comment and review since the build's ``forge.cursor`` is read, not only the one
+that started the job (GitHub cancels queued jobs of a concurrency group). Commands are
+accepted only from people with write permission or above, asked of the forge; bots
+only when the config lists them. Every refusal is answered with a short comment, every
+accepted command acknowledged with a reaction. Text that reaches an agent is sanitised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pygit2
+
+from agentrun.errors import AgentrunError
+from agentrun.events import (
+    BuildAbortRequested,
+    BuildPauseRequested,
+    BuildResumeRequested,
+    BuildRetryRequested,
+    FeedbackReceived,
+    ForgeCursor,
+)
+from agentrun.forge.base import WRITE_OR_ABOVE, Comment, HostedForge
+from agentrun.forge.commands import Command, Refusal, parse
+from agentrun.kernel.state import BuildState
+from agentrun.sanitize import sanitize
+from agentrun.store.cache import StateCache, load_state
+from agentrun.store.log import Draft, EventLog
+
+FORGE = "github"
+MARK = "<!-- agentrun -->"  # on every comment agentrun posts, so it never reads its own
+OWN = "<!-- agentrun"  # the start of MARK and of the forge's markers (status, questions)
+ACTIONS_BOT = "github-actions[bot]"  # who the workflow's token comments as
+READERS = 8  # forge reads in flight at once when many builds are steered
+
+
+class Steering:
+    """Reads a forge for builds' comments and reviews and appends what they ask."""
+
+    def __init__(
+        self,
+        repo: pygit2.Repository,
+        open_forge: Callable[[], HostedForge],
+        allow_bots: Callable[[], Sequence[str]],
+        say: Callable[[str], object],
+    ) -> None:
+        self.repo = repo
+        self._open_forge, self._allow_bots, self._say = open_forge, allow_bots, say
+        self.log, self.cache = EventLog(repo), StateCache(repo)
+        self._forge: HostedForge | None = None
+        self._permissions: dict[str, str] = {}
+        self._bots: set[str] = set()  # logins the payload marks as bots (``type: Bot``)
+        self._read: dict[tuple[str, int, int], list[Any]] = {}  # filled by ``prefetch``
+
+    @property
+    def forge(self) -> HostedForge:
+        if self._forge is None:
+            self._forge = self._open_forge()
+        return self._forge
+
+    def steer(self, state: BuildState) -> bool:
+        """Act on every comment and review since the build's cursor, then advance it.
+        True when anything was appended to the build's log."""
+        before = self.log.tip_oid(state.slug)
+        numbers = [n for n in (state.issue_number, proposal_number(state)) if n]
+        seen: dict[int, tuple[int, Comment]] = {}
+        for number in numbers:
+            for comment in self._since("comments", number, state.forge_comment):
+                seen.setdefault(comment.id, (number, comment))
+        last_comment = state.forge_comment
+        for comment_id in sorted(seen):
+            number, comment = seen[comment_id]
+            last_comment = max(last_comment, comment_id)
+            self._comment(state.slug, number, comment)
+        last_review = state.forge_review
+        pr = proposal_number(state)
+        if pr is not None:
+            for review in self._since("reviews", pr, state.forge_review):
+                last_review = max(last_review, review.id)
+                if review.state.lower() != "changes_requested":
+                    continue
+                if (why := self._refusal(review.author)) is not None:
+                    self._reply(pr, review.author, f"your review was not taken: {why}")
+                    continue
+                text = sanitize("\n\n".join([review.body, *review.comments]).strip())
+                feedback = FeedbackReceived(
+                    forge=FORGE, number=pr, review=review.id, author=review.author, text=text
+                )
+                self._request(state.slug, review.author, _always(feedback))
+                self._say(f"review {review.id} by {review.author}: feedback for the next round")
+        if last_comment > state.forge_comment or last_review > state.forge_review:
+            cursor = ForgeCursor(forge=FORGE, comment=last_comment, review=last_review)
+            self._append(state.slug, cursor)
+        return self.log.tip_oid(state.slug) != before
+
+    def _since(self, kind: str, number: int, after: int) -> list[Any]:
+        found = self._read.pop((kind, number, after), None)
+        if found is not None:
+            return found
+        if kind == "comments":
+            return list(self.forge.comments_since(number, after))
+        return list(self.forge.reviews_since(number, after))
+
+    def prefetch(self, states: list[BuildState]) -> None:
+        """Read the comments and reviews of many builds at once, ``READERS`` requests in
+        flight (a sweep over many parked builds waits on the forge, not on itself)."""
+        from concurrent.futures import ThreadPoolExecutor
+        from queue import SimpleQueue
+
+        wanted: list[tuple[str, int, int]] = []
+        for state in states:
+            if state.issue_number:
+                wanted.append(("comments", state.issue_number, state.forge_comment))
+            if (pr := proposal_number(state)) is not None:
+                wanted += [
+                    ("comments", pr, state.forge_comment),
+                    ("reviews", pr, state.forge_review),
+                ]
+        if len(wanted) < 2:
+            return
+        # One client per thread: PyGithub's keeps one connection and is not thread-safe.
+        forges: SimpleQueue[HostedForge] = SimpleQueue()
+        for _ in range(min(READERS, len(wanted))):
+            forges.put(self._open_forge())
+
+        def read(item: tuple[str, int, int]) -> list[Any]:
+            kind, number, after = item
+            forge = forges.get()
+            try:
+                if kind == "comments":
+                    return list(forge.comments_since(number, after))
+                return list(forge.reviews_since(number, after))
+            finally:
+                forges.put(forge)
+
+        with ThreadPoolExecutor(READERS) as pool:
+            self._read = dict(zip(wanted, pool.map(read, wanted), strict=True))
+
+    def _comment(self, slug: str, number: int, comment: Comment) -> None:
+        if OWN in comment.body or comment.author == ACTIONS_BOT:
+            return  # agentrun's own words
+        found = parse(comment.body)
+        if not found:
+            return
+        if (why := self._refusal(comment.author)) is not None:
+            self._reply(number, comment.author, f"this command was not run: {why}")
+            self._say(f"comment {comment.id} by {comment.author} refused: {why}")
+            return
+        accepted = False
+        for item in found:
+            if isinstance(item, Refusal):
+                self._reply(number, comment.author, item.message)
+                continue
+            try:
+                said = self._apply(slug, number, item, comment.author)
+            except AgentrunError as exc:
+                self._reply(number, comment.author, str(exc))
+                self._say(f"comment {comment.id}: {exc}")
+                continue
+            accepted = True
+            self._say(f"comment {comment.id} by {comment.author}: {said}")
+        if accepted:
+            self.forge.react(comment.id, "+1")
+
+    def _apply(self, slug: str, number: int, command: Command, login: str) -> str:
+        from agentrun.commands.control import answer
+
+        if command.verb == "answer":
+            state = load_state(self.log, self.cache, slug)[1]
+            if command.escalation is None and len(state.open_escalations) > 1:
+                ids = ", ".join(e.id for e in state.open_escalations)
+                raise AgentrunError(
+                    f"build {slug} has several open questions ({ids}): "
+                    "write `/agentrun answer ID TEXT`"
+                )
+            esc, _ = answer(self.repo, slug, sanitize(command.text), command.escalation, login)
+            return f"answered {esc}"
+        if command.verb == "status":
+            from agentrun.runner.publish import render_hosted_status
+
+            state = load_state(self.log, self.cache, slug)[1]
+            # Without the status comment's marker line, which would make this reply the
+            # comment the publisher edits in place.
+            text = render_hosted_status(state).split("\n", 1)[1]
+            self.forge.comment(number, f"@{login}\n{text}\n{MARK}")
+            return "status posted"
+        make = {
+            "pause": _pause,
+            "resume": _resume,
+            "abort": _abort,
+            "retry": _retry,
+        }[command.verb]
+        self._request(slug, login, make)
+        return f"{command.verb} requested"
+
+    def _refusal(self, login: str) -> str | None:
+        """Why ``login`` may not steer builds (None: they may)."""
+        if self._is_bot(login):
+            if login in self._allow_bots():
+                return None
+            return f"{login} is a bot, and bots are not listed in [forge] allow_bots"
+        permission = self._permissions.get(login)
+        if permission is None:
+            permission = self._permissions[login] = self.forge.permission(login)
+        if permission not in WRITE_OR_ABOVE:
+            return f"{login} has {permission} permission here; write or above is needed"
+        return None
+
+    def _is_bot(self, login: str) -> bool:
+        return login.endswith("[bot]") or login in self._bots
+
+    def note_bot(self, user: object) -> None:
+        """The payload says when its author is a bot (``type: Bot``): remember the login."""
+        if isinstance(user, dict) and user.get("type") == "Bot" and user.get("login"):
+            self._bots.add(str(user["login"]))
+
+    def _reply(self, number: int, login: str, text: str) -> None:
+        self.forge.comment(number, f"@{login} {text}\n\n{MARK}")
+
+    def _request(self, slug: str, login: str, make: Callable[[BuildState], object | None]) -> None:
+        from agentrun.commands.control import request
+
+        request(self.repo, slug, make, login)
+
+    def _append(self, slug: str, payload: object) -> None:
+        """Append a kernel fact (the cursor) on the current tip, re-reading on a lost race."""
+        from agentrun.errors import ConcurrentUpdateError
+
+        for _ in range(20):
+            tip = self.log.tip(slug)
+            try:
+                self.log.append(slug, [Draft(payload)], tip)
+            except ConcurrentUpdateError:
+                continue
+            return
+        raise AgentrunError(f"the log of {slug} kept moving; the cursor was not recorded")
+
+
+# --- what each control asks of the state --------------------------------------------------
+
+
+def _running(state: BuildState, verb: str) -> None:
+    if state.status != "running":
+        raise AgentrunError(f"build {state.slug} is {state.status}; there is nothing to {verb}")
+
+
+def _pause(state: BuildState) -> BuildPauseRequested | None:
+    _running(state, "pause")
+    return None if state.paused or state.pause_requested else BuildPauseRequested()
+
+
+def _resume(state: BuildState) -> BuildResumeRequested | None:
+    _running(state, "resume")
+    if state.resume_requested or not (state.paused or state.pause_requested):
+        return None
+    return BuildResumeRequested()
+
+
+def _abort(state: BuildState) -> BuildAbortRequested | None:
+    _running(state, "abort")
+    return None if state.abort_requested else BuildAbortRequested()
+
+
+def _retry(state: BuildState) -> BuildRetryRequested:
+    if state.status in ("complete", "aborted"):
+        raise AgentrunError(f"build {state.slug} is {state.status}; there is nothing to retry")
+    return BuildRetryRequested()
+
+
+def proposal_number(state: BuildState) -> int | None:
+    proposal = state.proposal
+    return proposal.number if proposal is not None and proposal.forge == FORGE else None
+
+
+def _always(payload: object) -> Callable[[BuildState], object]:
+    return lambda state: payload
