@@ -203,3 +203,26 @@ def test_the_scheduled_sweep_reads_answers_that_no_job_processed(site: Site) -> 
     assert "escalation.answered" not in remote_types(site, other)
     assert reactions(site) == [f"{API_REPO}/issues/comments/950/reactions"]
     site.api.assert_accepted()
+
+
+def test_a_bot_known_from_the_payload_is_refused_and_a_listed_bot_accepted(
+    tmp_path: Path, github_api: GitHubAPI
+) -> None:
+    github_api.clear()
+    site = Site(tmp_path, github_api)
+    site.configure(ESCALATE, '[forge]\nallow_bots = ["helper[bot]"]\n')
+    parked(site)
+    payload = commented(7, 961, "…", "mybot")
+    payload["comment"]["user"]["type"] = "Bot"  # a bot whose login does not say so
+    comments(
+        site.api, 7, [(960, "helper[bot]", "/agentrun pause"), (961, "mybot", "/agentrun abort")]
+    )
+
+    must(site.job("issue_comment", payload).run())
+
+    types = remote_types(site, SLUG)
+    assert "build.pause-requested" in types
+    assert "build.abort-requested" not in types
+    (said,) = replies(site)
+    assert said.startswith("@mybot this command was not run: mybot is a bot")
+    assert reactions(site) == [f"{API_REPO}/issues/comments/960/reactions"]
