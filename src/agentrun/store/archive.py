@@ -12,11 +12,12 @@ import json
 import pygit2
 
 from agentrun.errors import ConcurrentUpdateError
-from agentrun.gitrepo import WALK_NEWEST_FIRST, empty_tree, now_utc, signature
+from agentrun.gitrepo import empty_tree, now_utc, signature
 from agentrun.store.lease import lease_ref, read_lease
 from agentrun.store.log import build_ref, move_ref
 
 ARCHIVE_REF = "refs/agentrun/archive"
+MERGE_SUBJECT = "archive: merge"
 
 
 def archive(repo: pygit2.Repository, slug: str, state_name: str) -> str:
@@ -60,14 +61,28 @@ def archive(repo: pygit2.Repository, slug: str, state_name: str) -> str:
 
 
 def archived(repo: pygit2.Repository) -> dict[str, str]:
-    """Archived builds: slug -> the oid of its last event."""
+    """Archived builds: slug -> the oid of its last event.
+
+    An archive commit's first parent is the archive before it (its second, the build's
+    log); a merge of two machines' archives (``archive: merge``) follows both.
+    """
     ref = repo.references.get(ARCHIVE_REF)
     if ref is None:
         return {}
     found: dict[str, str] = {}
-    walker = repo.walk(ref.target, WALK_NEWEST_FIRST)
-    walker.simplify_first_parent()
-    for commit in walker:
+    pending, seen = [str(ref.target)], set[str]()
+    while pending:
+        oid = pending.pop()
+        if oid in seen:
+            continue
+        seen.add(oid)
+        commit = repo.get(oid)
+        if not isinstance(commit, pygit2.Commit):
+            continue
+        if commit.message.startswith(MERGE_SUBJECT):
+            pending.extend(str(p) for p in commit.parent_ids)
+            continue
+        pending.extend(str(p) for p in commit.parent_ids[:1])
         _, _, body = commit.message.partition("\n\n")
         try:
             info = json.loads(body)
@@ -76,3 +91,12 @@ def archived(repo: pygit2.Repository) -> dict[str, str]:
         if isinstance(info, dict) and "slug" in info and "tip" in info:
             found.setdefault(str(info["slug"]), str(info["tip"]))
     return found
+
+
+def merge_archives(repo: pygit2.Repository, ours: str, theirs: str) -> str:
+    """One archive holding both machines' archived builds (not moved onto any ref)."""
+    sig = signature()
+    parents = [pygit2.Oid(hex=ours), pygit2.Oid(hex=theirs)]
+    return str(
+        repo.create_commit(None, sig, sig, f"{MERGE_SUBJECT}\n\n{{}}", empty_tree(repo), parents)
+    )

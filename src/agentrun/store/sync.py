@@ -21,7 +21,7 @@ import pygit2
 from agentrun.errors import AgentrunError
 from agentrun.events import encode
 from agentrun.gitrepo import child_env, commit_at, common_dir
-from agentrun.store.archive import archived
+from agentrun.store.archive import ARCHIVE_REF, archived, merge_archives
 from agentrun.store.log import EventLog, build_ref, move_ref
 from agentrun.store.notes import NOTES_REF
 
@@ -210,12 +210,62 @@ class SyncResult:
     remote: str
     builds: list[BuildSync] = field(default_factory=list)
     notes: str = ""  # "", "pulled", "merged", "pushed", "merged and pushed"
+    archive: str = ""  # the same, for refs/agentrun/archive
 
     def lines(self) -> list[str]:
         found = [line for build in self.builds for line in build.lines()]
+        if self.archive:
+            found.append(f"archive: {self.archive}")
         if self.notes:
             found.append(f"notes: {self.notes}")
         return found or [f"up to date with {self.remote}"]
+
+
+def _sync_archive(remote: Remote, updates: list[RefUpdate] | None) -> tuple[str, set[str]]:
+    """Bring both archives together and retire the live logs of archived builds.
+
+    The archives fast-forward either way or, when both sides archived builds, are joined
+    by an ``archive: merge`` commit (only when ``updates`` can carry it to the remote).
+    A live log, here or there, whose events the archive holds is deleted (compare-and-swap
+    on the remote); one that gained events after it was archived stays live. Returns what
+    happened to the archive and the slugs retired.
+    """
+    repo = remote.repo
+    theirs = remote.seen("archive")
+    before = repo.references.get(ARCHIVE_REF)
+    ours = None if before is None else str(before.target)
+    done = ""
+    if theirs is not None and ours != theirs:
+        if ours is None or repo.descendant_of(theirs, ours):
+            move_ref(repo, ARCHIVE_REF, theirs, ours)
+            done, ours = "pulled", theirs
+        elif not repo.descendant_of(ours, theirs) and updates is not None:
+            merged = merge_archives(repo, ours, theirs)
+            move_ref(repo, ARCHIVE_REF, merged, ours)
+            done, ours = "merged", merged
+    ahead = ours is not None and (theirs is None or repo.descendant_of(ours, theirs))
+    if ours is not None and ours != theirs and updates is not None and ahead:
+        updates.append(RefUpdate(ARCHIVE_REF, ours, theirs))
+        done = f"{done} and pushed" if done else "pushed"
+    gone = set[str]()
+    theirs_logs = remote.seen_under("builds/")
+    for slug, tip in archived(repo).items():
+        ref = build_ref(slug)
+        live = repo.references.get(ref)
+        if live is not None and _holds(repo, tip, str(live.target)):
+            live.delete()
+        remote_tip = theirs_logs.get(slug)
+        retired_there = remote_tip is None or _holds(repo, tip, remote_tip)
+        if remote_tip is not None and retired_there and updates is not None:
+            updates.append(RefUpdate(ref, "", remote_tip))
+        if repo.references.get(ref) is None and retired_there:
+            gone.add(slug)
+    return done, gone
+
+
+def _holds(repo: pygit2.Repository, archived_tip: str, log_tip: str) -> bool:
+    """The archived log contains every event of ``log_tip``."""
+    return archived_tip == log_tip or repo.descendant_of(archived_tip, log_tip)
 
 
 def sync(repo: pygit2.Repository, remote_name: str) -> SyncResult:
@@ -227,11 +277,11 @@ def sync(repo: pygit2.Repository, remote_name: str) -> SyncResult:
     remote = Remote(repo, remote_name)
     remote.fetch()
     result, updates = SyncResult(remote_name), list[RefUpdate]()
-    theirs_logs = remote.seen_under("builds/")
+    result.archive, gone = _sync_archive(remote, updates)
+    theirs_logs = {s: o for s, o in remote.seen_under("builds/").items() if s not in gone}
     theirs_branches = remote.seen_under("branches/")
-    gone = archived(repo)
     log = EventLog(repo)
-    slugs = set(log.slugs()) | {s for s in theirs_logs if s not in gone}
+    slugs = {s for s in log.slugs() if s not in gone} | set(theirs_logs)
     for slug in sorted(slugs):
         found = _sync_log(log, slug, theirs_logs.get(slug), updates)
         found.branch = _sync_branch(repo, slug, theirs_branches.get(slug), updates)
@@ -297,11 +347,11 @@ def pull(repo: pygit2.Repository, remote_name: str, slug: str | None = None) -> 
     remote = Remote(repo, remote_name)
     remote.fetch()
     log = EventLog(repo)
+    _, gone = _sync_archive(remote, None)
     if slug is not None:
         slugs = [slug]
     else:
-        gone = archived(repo)
-        slugs = sorted((set(log.slugs()) | set(remote.seen_under("builds/"))) - set(gone))
+        slugs = sorted((set(log.slugs()) | set(remote.seen_under("builds/"))) - gone)
     for name in slugs:
         theirs = remote.seen(f"builds/{name}")
         if theirs is not None or log.tip_oid(name) is not None:
