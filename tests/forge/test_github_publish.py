@@ -167,7 +167,9 @@ def test_a_green_build_is_published_on_github(
     assert "[redacted]" in "".join(bodies) + opened["body"]
     not_leaked(api.requests)
 
-    # A commit status per verify step on the head; the skipped one succeeds, saying so.
+    # A commit status per verify step on the head the build ends with, before it is
+    # marked ready; the skipped one succeeds, saying so.
+    assert len(api.find("POST", f"{REPO}/statuses/.*")) == 2
     statuses = {s["context"]: s for s in sent(api, "POST", f"/statuses/{head}")}
     assert set(statuses) == {"agentrun/exists", "agentrun/docs"}
     assert statuses["agentrun/exists"]["state"] == "success"
@@ -190,6 +192,7 @@ def test_a_green_build_is_published_on_github(
     assert api.readied == ["MDExOlB1bGxSZXF1ZXN0MQ=="]
     assert sent(api, "POST", f"/pulls/{PR}/requested_reviewers") == [{"reviewers": [LOGIN]}]
     ready_at = api.requests.index(mutation)
+    assert all(api.requests.index(r) < ready_at for r in api.find("POST", f"{REPO}/statuses/.*"))
     review_at = api.requests.index(api.find("POST", f"{REPO}/pulls/{PR}/requested_reviewers")[0])
     assert ready_at < review_at
 
@@ -234,6 +237,33 @@ def test_a_question_is_asked_once_where_people_are(
         ("+", "agentrun:done"),
         ("-", "agentrun:running"),
     ]
+    api.assert_accepted()
+
+
+def test_a_failing_check_shows_at_once_and_the_fix_ends_green(
+    repo_path: Path, origin: Path, api: GitHubAPI
+) -> None:
+    repo = project(
+        repo_path,
+        origin,
+        [
+            {"phase": "implement", "round": 1, "write": {"src/other.py": "X = 1\n"}},
+            {"phase": "implement", "round": 2, "write": APP},
+        ],
+    )
+    slug = start_from_issue(repo)
+    outcome = run_build(repo, slug)
+    assert outcome.state.state_name == "complete"
+
+    posted = [(r.path.rsplit("/", 1)[1], r.body) for r in api.find("POST", f"{REPO}/statuses/.*")]
+    failed = [(sha, body) for sha, body in posted if body["state"] == "failure"]
+    assert len(failed) == 1 and failed[0][1]["context"] == "agentrun/exists"
+    assert failed[0][0] != outcome.state.head  # on the head that failed, at once
+    final = sorted(body["context"] for sha, body in posted if sha == outcome.state.head)
+    assert final == ["agentrun/docs", "agentrun/exists"]
+    assert len(posted) == 3
+    why = [b for b in status_bodies(api) if "Round 2 works on:" in b]
+    assert why and "- Verify step `exists` failed in round 1:" in why[0]
     api.assert_accepted()
 
 

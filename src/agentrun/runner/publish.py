@@ -27,9 +27,15 @@ import pygit2
 
 from agentrun import secrets
 from agentrun.errors import ConfigError, ForgeError
-from agentrun.events import ObservationRecorded, ProposalOpened, ProposalReady, PublicationPushed
+from agentrun.events import (
+    ObservationRecorded,
+    ProposalOpened,
+    ProposalReady,
+    PublicationPushed,
+    VerifyCompleted,
+)
 from agentrun.forge import Forge, open_forge
-from agentrun.forge.base import CommitState, HostedForge, forge_kind
+from agentrun.forge.base import HostedForge, forge_kind
 from agentrun.kernel.state import BuildState, Proposal
 from agentrun.runner.build import BuildHandle
 from agentrun.store.log import Draft
@@ -95,6 +101,9 @@ def render_hosted_status(state: BuildState, run_url: str | None = None) -> str:
         *_checklist(state),
     ]
     lines += _outcome(state)
+    if state.feedback and state.status == "running" and state.stage != "done":
+        lines += ["", f"Round {state.current_round} works on:"]
+        lines += [f"- {_clip(' '.join(f.split()), 300)}" for f in state.feedback[:5]]
     for esc in state.open_escalations:
         lines += [
             "",
@@ -221,6 +230,7 @@ class Publisher:
         self._asked: set[tuple[int, str]] = set()  # (number, escalation id) posted
         self._plan: tuple[str, str] | None = None  # (artifact, summary)
         self._noted: set[str] = set()
+        self._seen_tip: str | None = None  # the log tip up to which failures were read
 
     @property
     def forge(self) -> Forge:
@@ -364,19 +374,46 @@ class Publisher:
             self._asked.add((number, esc.id))
 
     def _commit_statuses(self, forge: HostedForge, state: BuildState, proposal: Proposal) -> None:
-        """One status per verify step on the head, once it is on the forge."""
-        if state.published_head != state.head:
+        """A commit status per verify step: failures at once, then all on the final head.
+
+        Every phase, verify steps included, ends with a commit, and a pull request shows
+        the statuses of its head only; so the green statuses go on the head the build
+        ends with. A failure starts the next round at once (the state forgets it), so it
+        is read from the new events and set on the head the checks ran on.
+        """
+        for failed in self._new_failures():
+            sha = state.published_head
+            if sha is None or (sha, failed.step, "fail") in self._statuses:
+                continue
+            text = f"failed in round {failed.round}: {failed.reason}"
+            forge.set_commit_status(
+                sha, f"agentrun/{failed.step}", "failure", secrets.scrub(text), proposal.url
+            )
+            self._statuses.add((sha, failed.step, "fail"))
+        if state.stage != "done" or state.published_head != state.head:
             return
         for step in state.config.verify:
             result = state.verify_results.get(step.name)
             if result is None or (state.head, step.name, result.outcome) in self._statuses:
                 continue
-            outcome: CommitState = "failure" if result.outcome == "fail" else "success"
             text = CHECK[result.outcome] + (f": {result.reason}" if result.reason else "")
             forge.set_commit_status(
-                state.head, f"agentrun/{step.name}", outcome, secrets.scrub(text), proposal.url
+                state.head, f"agentrun/{step.name}", "success", secrets.scrub(text), proposal.url
             )
             self._statuses.add((state.head, step.name, result.outcome))
+
+    def _new_failures(self) -> list[VerifyCompleted]:
+        """Verify failures appended since the last look (none on the first: old news)."""
+        tip, seen = self.build.tip, self._seen_tip
+        self._seen_tip = tip
+        if seen is None or tip is None or tip == seen:
+            return []
+        return [
+            stored.event.payload
+            for stored in self.build.log.walk(tip, stop=seen)
+            if isinstance(stored.event.payload, VerifyCompleted)
+            and stored.event.payload.outcome == "fail"
+        ]
 
     def _label(self, forge: HostedForge, number: int, state: BuildState, want: str | None) -> None:
         """Give ``number`` the state label ``want``, removing the other state labels."""
