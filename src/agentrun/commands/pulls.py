@@ -111,30 +111,34 @@ def _branch_tip(repo: pygit2.Repository, branch: str) -> str:
 
 
 def _finish_build(repo: pygit2.Repository, info: ProposalInfo, merged: bool) -> None:
-    """Record the outcome in the build's log and archive the build, if it is still live."""
-    if info.build is None:
-        return
+    if info.build is not None:
+        finish_build(repo, info.build, info.number, merged, user_login(repo))
+
+
+def finish_build(repo: pygit2.Repository, slug: str, number: int, merged: bool, login: str) -> None:
+    """Record that the build's proposal was merged or closed, then archive the build.
+
+    Finished is not closed (DESIGN §12): this is what closes it. Nothing happens when
+    the build is no longer live here.
+    """
     log = EventLog(repo)
-    draft = Draft(
-        ProposalClosed(number=info.number, merged=merged),
-        actor=HumanActor(login=user_login(repo)),
-    )
+    draft = Draft(ProposalClosed(number=number, merged=merged), actor=HumanActor(login=login))
     for _ in range(_ATTEMPTS):
-        tip = log.tip(info.build)
+        tip = log.tip(slug)
         if tip is None:
             return  # already archived (or never logged here): nothing left to finish
         try:
-            log.append(info.build, [draft], tip)
+            log.append(slug, [draft], tip)
             break
         except ConcurrentUpdateError:
             # A human command is a request: re-appending on the new tip is safe.
             continue
     else:
-        raise ConcurrentUpdateError(f"build {info.build} kept moving; run this again")
-    _, state = load_state(log, StateCache(repo), info.build)
+        raise ConcurrentUpdateError(f"build {slug} kept moving; run this again")
+    _, state = load_state(log, StateCache(repo), slug)
     try:
-        archive(repo, info.build, state.state_name)
+        archive(repo, slug, state.state_name)
     except ConcurrentUpdateError:
-        if log.tip_oid(info.build) is not None:
+        if log.tip_oid(slug) is not None:
             raise
         # Someone else archived it between our append and now: the goal is reached.
