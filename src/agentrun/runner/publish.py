@@ -38,176 +38,29 @@ from agentrun.forge import Forge, open_forge
 from agentrun.forge.base import HostedForge, forge_kind
 from agentrun.kernel.state import BuildState, Proposal
 from agentrun.runner.build import BuildHandle
+from agentrun.runner.status_text import (
+    CHECK,
+    PLAN_LINES,
+    QUESTION_MARK,
+    TEXT_LIMIT,
+    clip,
+    issue_number,
+    render_body,
+    render_hosted_body,
+    render_hosted_status,
+    render_status,
+    state_label,
+)
 from agentrun.store.log import Draft
 
-CHECK = {"pass": "passed", "fail": "failed", "skipped": "skipped"}
-STATUS_MARK = "<!-- agentrun:status {slug} -->"
-QUESTION_MARK = "<!-- agentrun:question {slug} {id} -->"
-PLAN_LINES = 15
-TEXT_LIMIT = 3000
-# The pipeline's stages as the status checklist shows them, in order.
-STAGES = (
-    ("plan", "plan"),
-    ("plan-review", "plan review"),
-    ("implement", "implement"),
-    ("code-review", "code review"),
-    ("reconcile", "merge the moved base"),
-    ("verify", "verify"),
-    ("finalize", "finalize"),
-)
-ORDER = [stage for stage, _ in STAGES] + ["done"]
-
-
-def render_status(state: BuildState) -> str:
-    """The status shown on a proposal: where the build is and what was checked."""
-    lines = [
-        f"**agentrun build `{state.slug}`** — {state.state_name}, at {state.phase_label}",
-        "",
-        f"Goal: {state.goal}",
-        "",
-        f"Base: `{state.base_ref}` ({state.base_sha[:10]}) · head: `{state.head[:10]}` · "
-        f"implement rounds: {state.impl_round if state.implemented else 0}",
-    ]
-    lines += _verify_table(state)
-    for esc in state.open_escalations:
-        lines += [
-            "",
-            f"**Question {esc.id}** ({esc.phase}@{esc.round}): {esc.question}",
-            f'Answer with `git agentrun answer {state.slug} "…"`.',
-        ]
-    if state.observations:
-        lines += ["", "Follow-ups:"] + [f"- {o}" for o in state.observations]
-    lines += ["", f"Sessions: {state.sessions} · {state.usage.describe()}"]
-    if state.phase_usage:
-        lines += ["", "| phase | usage |", "| --- | --- |"]
-        lines += [f"| {phase} | {used.describe()} |" for phase, used in state.phase_usage.items()]
-    if state.unpriced_models:
-        lines.append(f"\nUnknown price (not in the total): {', '.join(state.unpriced_models)}")
-    return "\n".join(lines) + "\n"
-
-
-def render_body(state: BuildState) -> str:
-    return f"{state.goal}\n\n---\n\n{render_status(state)}"
-
-
-def render_hosted_status(state: BuildState, run_url: str | None = None) -> str:
-    """The status comment on a hosted forge: checklist, round, questions, usage, links."""
-    lines = [
-        STATUS_MARK.format(slug=state.slug),
-        f"**agentrun** · build `{state.slug}` · **{state.state_name}** at {state.phase_label}",
-        "",
-        f"Goal: {_clip(state.goal.strip().splitlines()[0] if state.goal.strip() else '')}",
-        "",
-        *_checklist(state),
-    ]
-    lines += _outcome(state)
-    if state.feedback and state.status == "running" and state.stage != "done":
-        lines += ["", f"Round {state.current_round} works on:"]
-        lines += [f"- {_clip(' '.join(f.split()), 300)}" for f in state.feedback[:5]]
-    for esc in state.open_escalations:
-        lines += [
-            "",
-            f"**Question {esc.id}** ({esc.phase}@{esc.round}): {_clip(esc.question)}",
-            f"Reply with a comment: `/agentrun answer {esc.id} <your answer>`",
-        ]
-    lines += _verify_table(state)
-    if state.observations:
-        lines += ["", "Follow-ups:"] + [f"- {_clip(o, 300)}" for o in state.observations[-10:]]
-    links = [f"log: `git agentrun log {state.slug}`"]
-    if state.proposal is not None:
-        links.insert(0, f"pull request: {state.proposal.url}")
-    if run_url:
-        links.append(f"[this run]({run_url})")
-    lines += [
-        "",
-        f"Implement round {state.impl_round} · sessions: {state.sessions} · "
-        f"{state.usage.describe()}",
-        " · ".join(links),
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def render_hosted_body(state: BuildState, plan: str | None, issue: int | None) -> str:
-    """The proposal's description: goal, plan summary, verification, where to talk."""
-    lines = [_clip(state.goal.strip(), TEXT_LIMIT)]
-    if plan:
-        lines += ["", "### Plan", "", plan]
-    table = _verify_table(state)
-    if table:
-        lines += ["", "### Verification", *table]
-    lines += _outcome(state)
-    where = f"the status comment on #{issue}" if issue is not None else "the status comment below"
-    lines += ["", f"agentrun build `{state.slug}` · **{state.state_name}** · progress in {where}"]
-    if issue is not None and state.config.forge.closes_issue:
-        lines += ["", f"Closes #{issue}"]
-    return "\n".join(lines) + "\n"
-
-
-def issue_number(ref: str | None) -> int | None:
-    """``42`` from ``owner/name#42``."""
-    _, sep, number = (ref or "").rpartition("#")
-    return int(number) if sep and number.isdigit() else None
-
-
-def state_label(state: BuildState) -> str | None:
-    """The one state label a build's issue and proposal carry (none once aborted)."""
-    labels = state.config.forge.labels
-    return {
-        "running": labels.running,
-        "parked": labels.parked,
-        "paused": labels.parked,
-        "complete": labels.done,
-        "failed": labels.failed,
-    }.get(state.state_name)
-
-
-def _verify_table(state: BuildState) -> list[str]:
-    if not state.config.verify:
-        return []
-    lines = ["", "| verify step | result |", "| --- | --- |"]
-    for step in state.config.verify:
-        result = state.verify_results.get(step.name)
-        lines.append(f"| {step.name} | {CHECK[result.outcome] if result else 'pending'} |")
-    return lines
-
-
-def _checklist(state: BuildState) -> list[str]:
-    config = state.config
-    skip = {
-        "plan-review": not config.pipeline.plan_review,
-        "code-review": not config.pipeline.code_review,
-        "reconcile": state.stage != "reconcile",
-        "verify": not config.verify,
-        "finalize": not config.finalize,
-    }
-    finished = state.status == "complete"
-    now = ORDER.index(state.stage) if state.stage in ORDER else 0
-    lines = []
-    for stage, label in STAGES:
-        if skip.get(stage):
-            continue
-        done = finished or ORDER.index(stage) < now
-        here = not done and stage == state.stage and state.status == "running"
-        suffix = f" ← now (round {state.current_round})" if here else ""
-        lines.append(f"- [{'x' if done else ' '}] {label}{suffix}")
-    ready = state.proposal is not None and state.proposal.ready
-    lines.append(f"- [{'x' if ready else ' '}] ready for review")
-    return lines
-
-
-def _outcome(state: BuildState) -> list[str]:
-    if state.status == "aborted":
-        return ["", "The build was aborted."]
-    if state.status != "failed":
-        return []
-    text = f"**The build failed:** {_clip(state.reason, 500)}"
-    if state.head != state.base_sha and state.published_head == state.head:
-        text += f" Its work so far is pushed to `{state.branch}` at `{state.head[:10]}`."
-    return ["", text]
-
-
-def _clip(text: str, limit: int = 600) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+# The texts live in status_text; these names stay importable from here too.
+__all__ = [
+    "Publisher",
+    "render_body",
+    "render_hosted_body",
+    "render_hosted_status",
+    "render_status",
+]
 
 
 def _run_url() -> str | None:
@@ -245,7 +98,7 @@ class Publisher:
             forge.push_branch(state.branch, state.head)
             found = forge.find_open(state.branch)
             if found is None:
-                title = secrets.scrub(_clip(state.goal.strip().splitlines()[0], 100))
+                title = secrets.scrub(clip(state.goal.strip().splitlines()[0], 100))
                 body = self._body(state)
                 found = forge.open_draft(title, body, state.branch, state.base_ref, state.slug)
                 self._sent[("body", found.number)] = body
@@ -450,7 +303,7 @@ class Publisher:
             summary = "\n".join(lines[:PLAN_LINES])
             if len(lines) > PLAN_LINES:
                 summary += f"\n\n… and {len(lines) - PLAN_LINES} more lines"
-            self._plan = (state.plan, _clip(summary, TEXT_LIMIT))
+            self._plan = (state.plan, clip(summary, TEXT_LIMIT))
         return self._plan[1]
 
     def _send_body(self, forge: Forge, number: int, body: str) -> None:
@@ -479,5 +332,5 @@ class Publisher:
         if text in self._noted:
             return
         self._noted.add(text)
-        observed = ObservationRecorded(phase="publish", text=secrets.scrub(_clip(text, 500)))
+        observed = ObservationRecorded(phase="publish", text=secrets.scrub(clip(text, 500)))
         self.build.append([Draft(observed)])
