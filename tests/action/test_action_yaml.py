@@ -53,6 +53,7 @@ def test_the_example_workflow_triggers_permissions_and_concurrency() -> None:
     assert on["issues"] == {"types": ["labeled"]}
     assert on["issue_comment"] == {"types": ["created"]}
     assert on["pull_request_review"] == {"types": ["submitted"]}
+    assert on["pull_request"] == {"types": ["closed"]}
     assert on["schedule"][0]["cron"]
     assert "workflow_dispatch" in on
     assert flow["permissions"] == {

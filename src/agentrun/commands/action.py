@@ -6,7 +6,9 @@
   that issue or pull request. Every job reads *all* comments and reviews since the
   build's ``forge.cursor``, not only the one that triggered it: GitHub keeps only the
   newest pending job of a concurrency group and cancels the others.
-- ``schedule`` / ``workflow_dispatch`` steer every open build, then sweep.
+- ``pull_request.closed`` on a build's pull request (merged or not) archives the build;
+  ``schedule`` / ``workflow_dispatch`` do the same for pull requests closed meanwhile,
+  steer every open build, then sweep.
 
 The config is read from the base branch as fetched from the remote, never from the
 working tree (which may be a pull request's). Commands are accepted only from people
@@ -107,6 +109,7 @@ def action(
         "issues": job.labeled,
         "issue_comment": job.commented,
         "pull_request_review": job.reviewed,
+        "pull_request": job.closed,
         "schedule": job.sweep,
         "workflow_dispatch": job.sweep,
     }
@@ -197,11 +200,26 @@ class Job:
         self._steer(state)
         return self._run(state.slug)
 
+    def closed(self) -> ActionResult:
+        """A build's pull request was merged or closed: finished becomes closed (§12)."""
+        payload = self.event.payload
+        pull = payload.get("pull_request") or {}
+        number = int(pull.get("number", 0))
+        if payload.get("action") != "closed":
+            return self._say(f"ignored: pull_request {payload.get('action')}")
+        self._pull()
+        state = self._proposal_build(number)
+        if state is None:
+            return self._say(f"pull request #{number} is not an agentrun build's; nothing to do")
+        login = str((payload.get("sender") or {}).get("login", "")) or "github"
+        self._finish(state, number, bool(pull.get("merged")), login)
+        return self.result
+
     def sweep(self) -> ActionResult:
         from agentrun.commands.sweep import sweep
 
         self._pull()
-        moved = False
+        moved = self._finish_closed()
         steerable = [s for s in self._states() if s.issue is not None and _open(s)]
         self.steering.prefetch(steerable)
         for state in steerable:
@@ -211,6 +229,46 @@ class Job:
         swept = sweep(self.repo, self.remote, stop_at=self.stop_at)
         self.result.lines.extend(item.line() for item in swept)
         return self.result if swept else self._say("no open builds to sweep")
+
+    # --- closing: merged or closed pull requests archive their builds -----------------
+
+    def _finish(self, state: BuildState, number: int, merged: bool, login: str) -> bool:
+        """Record the close and archive the build, unless a runner is executing it now."""
+        from agentrun.commands.pulls import finish_build
+
+        holder = self._holder(state.slug, live=True)
+        if holder is not None:
+            self._say(
+                f"build {state.slug}: pull request #{number} was closed while {holder} runs "
+                "it; the next sweep archives it"
+            )
+            return False
+        finish_build(self.repo, state.slug, number, merged, login)
+        self._push()
+        self.result.slug, self.result.state = state.slug, "merged" if merged else "closed"
+        self.result.pr_url = state.proposal.url if state.proposal else ""
+        word = "merged" if merged else "closed"
+        self._say(f"build {state.slug}: pull request #{number} was {word}; the build is archived")
+        return True
+
+    def _finish_closed(self) -> bool:
+        """Archive the builds whose pull request was merged or closed since the last job."""
+        archived_any = False
+        forge: HostedForge | None = None
+        for state in self._states():
+            number = proposal_number(state)
+            if number is None or state.proposal is None or state.proposal.closed:
+                continue
+            forge = forge or self._open_forge()
+            try:
+                info = forge.get(number)
+            except ForgeError as exc:
+                self._say(f"build {state.slug}: cannot read pull request #{number}: {exc}")
+                continue
+            if info.state != "open":
+                merged = info.state == "merged"
+                archived_any = self._finish(state, number, merged, "github") or archived_any
+        return archived_any
 
     # --- steering: comments and reviews since the cursor -----------------------------
 
@@ -303,8 +361,10 @@ class Job:
         why = f" (stopped: {outcome.waiting})" if outcome.waiting == "time-limit" else ""
         return self._say(f"build {slug} is {outcome.state.state_name}{why}")
 
-    def _holder(self, slug: str) -> str | None:
-        """Who holds the build's lease on the remote now, if anyone can be seen to."""
+    def _holder(self, slug: str, live: bool = False) -> str | None:
+        """Who holds the build's lease on the remote now, if anyone can be seen to
+        (``live``: only a holder whose lease has not expired)."""
+        from agentrun.gitrepo import now_utc
         from agentrun.store.lease import lease_info, lease_ref
         from agentrun.store.sync import Remote, SyncError
 
@@ -324,6 +384,8 @@ class Job:
         except SyncError:
             return None
         info = lease_info(self.repo, seen)
+        if live and info.expired(now_utc()):
+            return None
         return f"{info.holder} on {info.host} (pid {info.pid})"
 
     # --- the remote, the base, the config, the forge -----------------------------------
