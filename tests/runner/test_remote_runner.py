@@ -325,3 +325,33 @@ def test_a_time_limit_stops_the_run_and_a_later_resume_finishes(tmp_path: Path) 
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"build {slug}: complete at done" in resumed.stdout
     assert_one_clean_log(m.remote_events(slug))
+
+
+def test_an_abort_pushed_from_elsewhere_cancels_the_running_session(tmp_path: Path) -> None:
+    m = machines_with(
+        tmp_path, [{"phase": "implement", "sleep": 45}], extra='[sync]\nremote = "origin"\n'
+    )
+    slug = create(m.a)
+    short = {"AGENTRUN_LEASE_TTL": "2"}  # the remote is looked at every 0.5 s
+    runner = Proc(m.a, "resume", slug, env=short)
+    wait_for(
+        lambda: any(session_started("implement")(e) for e in local_events(m.a, slug)),
+        "implement to start on A",
+    )
+    assert cli(m.b, "sync", "origin").returncode == 0
+    aborted = cli(m.b, "abort", slug, env=short)
+    assert "the runner of" in aborted.stdout, aborted.stdout + aborted.stderr
+    asked = time.monotonic()
+    assert cli(m.b, "sync", "origin").returncode == 0
+
+    code, out = runner.wait(timeout=30)
+
+    assert code == 0, out
+    assert time.monotonic() - asked < 20, "the 45 s session was cut short"
+    log = m.remote_events(slug)
+    kinds = [e.type for e in log]
+    assert kinds[-1] == "build.aborted"
+    assert kinds.count("build.abort-requested") == 1
+    ended = [e.payload for e in log if e.type == "session.ended"][-1]
+    assert ended.outcome == "aborted"
+    assert [e.seq for e in log] == list(range(1, len(log) + 1))

@@ -146,7 +146,13 @@ class Runner:
         workspace = Workspace(self.repo, self.slug, state.branch)
         publisher = Publisher(self.repo, build)
         sessions = SessionRunner(
-            self.repo, build, workspace, beat, self.observer, self._interrupted_by
+            self.repo,
+            build,
+            workspace,
+            beat,
+            self.observer,
+            self._interrupted_by,
+            self._remote.aborted if self._remote is not None else None,
         )
         if not acknowledge_only:
             self._attach(build)

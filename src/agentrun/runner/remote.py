@@ -26,7 +26,7 @@ from agentrun.gitrepo import now_utc
 from agentrun.runner.build import BuildHandle
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.lease import LeaseInfo, lease_ref
-from agentrun.store.log import EventLog
+from agentrun.store.log import EventLog, build_ref
 from agentrun.store.remote_lease import RemoteLease, claim_remote, lease_commit
 from agentrun.store.sync import RefUpdate, Remote, SyncError, build_updates, last_line
 
@@ -65,6 +65,7 @@ class RemoteRun:
         self.lost: LeaseLostError | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self.aborted = threading.Event()  # an abort request arrived through the remote
         self._thread: threading.Thread | None = None
 
     # --- claim ---------------------------------------------------------------------
@@ -161,6 +162,34 @@ class RemoteRun:
         )
         return self.lost
 
+    def _watch_for_abort(self, remote: Remote) -> None:
+        """An abort pushed from elsewhere cancels the running session, as a local one does.
+
+        The remote's log is fetched (its tracking ref is what the next boundary expects
+        anyway); an abort request among the events this clone lacks sets ``aborted``.
+        """
+        ref = build_ref(self.slug)
+        try:
+            remote.git(
+                "fetch",
+                "--no-tags",
+                "--quiet",
+                self.name,
+                f"+{ref}:{remote.tracking}builds/{self.slug}",
+            )
+        except SyncError:
+            return  # out of reach: the next beat looks again
+        theirs = remote.seen(f"builds/{self.slug}")
+        log = EventLog(remote.repo)
+        ours = log.tip_oid(self.slug)
+        if theirs is None or ours is None or theirs == ours:
+            return
+        base = remote.repo.merge_base(ours, theirs)
+        for stored in log.walk(theirs, stop=str(base) if base else None):
+            if stored.event.type == "build.abort-requested":
+                self.aborted.set()
+                return
+
     def _beat(self, interval: float) -> None:
         """Renew the remote lease between boundaries; a refused renewal is checked first."""
         # pygit2 objects are not shared across threads: the beat uses its own handle.
@@ -174,6 +203,7 @@ class RemoteRun:
                 done = remote.push([RefUpdate(ref, oid, lease.oid)])
                 if done is not None and done.returncode == 0:
                     lease.oid, lease.info = oid, info
+                    self._watch_for_abort(remote)
                     continue
                 try:
                     now = remote.ls(ref).get(ref)

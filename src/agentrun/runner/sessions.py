@@ -8,6 +8,7 @@ the log, and no report from the session means ``phase.failed`` (``no-terminal``)
 from __future__ import annotations
 
 import contextlib
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
@@ -69,14 +70,17 @@ class SessionRunner:
         beat: Heartbeat,
         observer: Observer,
         interrupted_by: Callable[[], str] = lambda: "Ctrl-C",
+        remote_abort: threading.Event | None = None,
     ) -> None:
-        """``interrupted_by`` names what a KeyboardInterrupt was (Ctrl-C, a time limit)."""
+        """``interrupted_by`` names what a KeyboardInterrupt was (Ctrl-C, a time limit);
+        ``remote_abort`` is set when an abort request arrives through the remote."""
         self.repo = repo
         self.build = build
         self.workspace = workspace
         self.beat = beat
         self.observer = observer
         self.interrupted_by = interrupted_by
+        self.remote_abort = remote_abort
 
     def run(self, work: AgentWork) -> None:
         state = self.build.state
@@ -173,7 +177,7 @@ class SessionRunner:
             resume_from=self._resume_from(job, name),
         )
         control = SessionControl(on_activity=self.observer.activity, on_process=self._record_agent)
-        watcher = AbortWatcher(self.repo, state.slug, control.cancel)
+        watcher = AbortWatcher(self.repo, state.slug, control.cancel, self.remote_abort)
         try:
             runtime = make_runtime(name, config)
             handle, turn = runtime.start(spec, control)

@@ -15,10 +15,18 @@ POLL_SECONDS = 0.25
 class AbortWatcher:
     """Cancels the running session as soon as someone asks the build to abort."""
 
-    def __init__(self, repo: pygit2.Repository, slug: str, cancel: threading.Event) -> None:
+    def __init__(
+        self,
+        repo: pygit2.Repository,
+        slug: str,
+        cancel: threading.Event,
+        remote_abort: threading.Event | None = None,
+    ) -> None:
+        """``remote_abort``: set when an abort request arrived through the remote."""
         self.path = repo.path
         self.slug = slug
         self.cancel = cancel
+        self.remote_abort = remote_abort
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="agentrun-abort")
         self._thread.start()
@@ -28,6 +36,9 @@ class AbortWatcher:
         log, cache = EventLog(repo), StateCache(repo)
         seen = None
         while not self._stop.wait(POLL_SECONDS):
+            if self.remote_abort is not None and self.remote_abort.is_set():
+                self.cancel.set()
+                return
             tip = log.tip_oid(self.slug)
             if tip is None or tip == seen:
                 continue
