@@ -27,6 +27,7 @@ from agentrun.forge.base import WRITE_OR_ABOVE, Comment, HostedForge
 from agentrun.forge.commands import Command, Refusal, parse
 from agentrun.kernel.state import BuildState
 from agentrun.sanitize import sanitize
+from agentrun.secrets import scrub
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.log import Draft, EventLog
 
@@ -185,7 +186,7 @@ class Steering:
             # Without the status comment's marker line, which would make this reply the
             # comment the publisher edits in place.
             text = render_hosted_status(state).split("\n", 1)[1]
-            self.forge.comment(number, f"@{login}\n{text}\n{MARK}")
+            self.forge.comment(number, scrub(f"@{login}\n{text}\n{MARK}"))
             return "status posted"
         make = {
             "pause": _pause,
@@ -218,7 +219,7 @@ class Steering:
             self._bots.add(str(user["login"]))
 
     def _reply(self, number: int, login: str, text: str) -> None:
-        self.forge.comment(number, f"@{login} {text}\n\n{MARK}")
+        self.forge.comment(number, scrub(f"@{login} {text}\n\n{MARK}"))
 
     def _request(self, slug: str, login: str, make: Callable[[BuildState], object | None]) -> None:
         from agentrun.commands.control import request
