@@ -27,12 +27,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -43,14 +39,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from support.prism import (  # noqa: E402  (the tests' proxy, reused as the mock GitHub)
-    PRISM,
     REPOSITORY,
     GitHubAPI,
-    _end_group,
-    _free_port,
-    _handler,
-    _wait_until_up,
-    trimmed_description,
+    serve_github,
 )
 
 from agentrun.config import Config  # noqa: E402
@@ -96,38 +87,6 @@ def git(cwd: Path, *args: str, env: dict[str, str]) -> str:
     if done.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)} exited {done.returncode}: {done.stderr[-800:]}")
     return done.stdout.strip()
-
-
-@contextmanager
-def mock_github(folder: Path) -> Iterator[GitHubAPI]:
-    """Prism on GitHub's trimmed description, behind the recording proxy (as in tests)."""
-    if not PRISM.exists():
-        raise SystemExit(f"{PRISM} is missing: run `npm ci --prefix tests/clients`")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
-    api = GitHubAPI(f"http://127.0.0.1:{server.server_address[1]}")
-    spec = folder / "api.github.com.json"
-    spec.write_text(json.dumps(trimmed_description(api.url)))
-    port = _free_port()
-    log = folder / "prism.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(PRISM), "mock", "-h", "127.0.0.1", "-p", str(port), "-v", "warn", str(spec)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, "NO_COLOR": "1"},
-        )
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    try:
-        _wait_until_up(port, proc, log)
-        server.RequestHandlerClass = _handler(api, ("127.0.0.1", port))
-        thread.start()
-        yield api
-    finally:
-        if thread.is_alive():
-            server.shutdown()
-        server.server_close()
-        _end_group(proc)
 
 
 def labeled_payload(number: int) -> dict[str, Any]:
@@ -309,7 +268,7 @@ def main() -> None:
     os.environ["PATH"] = env["PATH"]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        with mock_github(root) as api:
+        with serve_github(root) as api:  # the tests' mock GitHub
             (root / "build").mkdir()
             build_cost(root / "build", api, env)
             (root / "sweep").mkdir()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pygit2
 import pytest
-from support.prism import github_api  # noqa: F401  (GitHub's API on Prism, for any test)
+from support.prism import github_api, github_env  # noqa: F401  (GitHub's API on Prism, for any test)
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "Test Author",

@@ -8,7 +8,6 @@ examples were read back.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pygit2
@@ -30,12 +29,8 @@ SHA = "6dcb09b5b57875f334f61aebed695e2e4193db5e"
 
 
 @pytest.fixture
-def api(github_api: GitHubAPI, monkeypatch: pytest.MonkeyPatch) -> Iterator[GitHubAPI]:
-    github_api.clear()
-    for key, value in github_api.env().items():
-        monkeypatch.setenv(key, value)
-    yield github_api
-    github_api.clear()
+def api(github_env: GitHubAPI) -> GitHubAPI:
+    return github_env
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ GraphQL schema) accepted all of it.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +49,8 @@ LABELS = {"agentrun:running", "agentrun:parked", "agentrun:done", "agentrun:fail
 
 
 @pytest.fixture
-def api(github_api: GitHubAPI, monkeypatch: pytest.MonkeyPatch) -> Iterator[GitHubAPI]:
-    github_api.clear()
-    for key, value in github_api.env().items():
-        monkeypatch.setenv(key, value)
-    yield github_api
-    github_api.clear()
+def api(github_env: GitHubAPI) -> GitHubAPI:
+    return github_env
 
 
 @pytest.fixture

@@ -68,6 +68,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -432,14 +433,14 @@ def _wait_until_up(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
     raise RuntimeError(f"prism did not answer within {START_SECONDS:g}s: {log.read_text()[-2000:]}")
 
 
-@pytest.fixture(scope="session")
-def github_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitHubAPI]:
-    """Prism serving GitHub's description, behind the recording proxy, for the session."""
+@contextmanager
+def serve_github(folder: Path) -> Iterator[GitHubAPI]:
+    """Prism on GitHub's trimmed description, behind the recording proxy (``folder``
+    holds the spec and Prism's log). The tests' fixture and ``bench/forge.py`` use it."""
     if not PRISM.exists():
         raise RuntimeError(
             f"{PRISM} is missing: run `npm ci --prefix tests/clients` (scripts/check does)"
         )
-    folder = tmp_path_factory.mktemp("prism")
     server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
     api = GitHubAPI(f"http://127.0.0.1:{server.server_address[1]}")
     spec = folder / "api.github.com.json"
@@ -465,6 +466,23 @@ def github_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitHubAPI]:
             server.shutdown()
         server.server_close()
         _end_group(proc)
+
+
+@pytest.fixture(scope="session")
+def github_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitHubAPI]:
+    """Prism serving GitHub's description, behind the recording proxy, for the session."""
+    with serve_github(tmp_path_factory.mktemp("prism")) as api:
+        yield api
+
+
+@pytest.fixture
+def github_env(github_api: GitHubAPI, monkeypatch: pytest.MonkeyPatch) -> Iterator[GitHubAPI]:
+    """The API, cleared, with the ``GITHUB_*`` variables set for in-process forge calls."""
+    github_api.clear()
+    for key, value in github_api.env().items():
+        monkeypatch.setenv(key, value)
+    yield github_api
+    github_api.clear()
 
 
 def _end_group(proc: subprocess.Popen[bytes]) -> None:

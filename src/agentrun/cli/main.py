@@ -10,10 +10,11 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from tempfile import gettempdir
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -88,6 +89,29 @@ def init(force: bool) -> None:
     click.echo(f'wrote {path}: configure a runtime in it, then `git agentrun run "GOAL"`')
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _runner_options(command: F) -> F:
+    """``--remote`` and ``--time-limit``, shared by ``run`` and ``resume``."""
+    command = click.option(
+        "--time-limit",
+        type=click.FloatRange(min=0, min_open=True),
+        metavar="MINUTES",
+        envvar="AGENTRUN_TIME_LIMIT",
+        show_envvar=True,
+        help="Stop after MINUTES as Ctrl-C would; the build stays resumable.",
+    )(command)
+    return click.option(
+        "--remote",
+        metavar="REMOTE",
+        envvar="AGENTRUN_REMOTE",
+        show_envvar=True,
+        help="Claim the build on REMOTE and push it there at every phase boundary "
+        "(default: [sync] remote).",
+    )(command)
+
+
 @cli.command()
 @click.argument("goal")
 @click.option(
@@ -112,22 +136,7 @@ def init(force: bool) -> None:
     show_envvar=True,
     help="Park the build before it spends more than USD.",
 )
-@click.option(
-    "--remote",
-    metavar="REMOTE",
-    envvar="AGENTRUN_REMOTE",
-    show_envvar=True,
-    help="Claim the build on REMOTE and push it there at every phase boundary "
-    "(default: [sync] remote).",
-)
-@click.option(
-    "--time-limit",
-    type=click.FloatRange(min=0, min_open=True),
-    metavar="MINUTES",
-    envvar="AGENTRUN_TIME_LIMIT",
-    show_envvar=True,
-    help="Stop after MINUTES as Ctrl-C would; the build stays resumable.",
-)
+@_runner_options
 def run(
     goal: str,
     base: str | None,
@@ -176,22 +185,7 @@ def doctor() -> None:
 
 @cli.command()
 @click.argument("slug")
-@click.option(
-    "--remote",
-    metavar="REMOTE",
-    envvar="AGENTRUN_REMOTE",
-    show_envvar=True,
-    help="Claim the build on REMOTE and push it there at every phase boundary "
-    "(default: [sync] remote).",
-)
-@click.option(
-    "--time-limit",
-    type=click.FloatRange(min=0, min_open=True),
-    metavar="MINUTES",
-    envvar="AGENTRUN_TIME_LIMIT",
-    show_envvar=True,
-    help="Stop after MINUTES as Ctrl-C would; the build stays resumable.",
-)
+@_runner_options
 def resume(slug: str, remote: str | None, time_limit: float | None) -> None:
     """Un-pause SLUG if paused and run it on from its log (also after a crash)."""
     from agentrun.cli.progress import progress
