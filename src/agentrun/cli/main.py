@@ -271,12 +271,30 @@ def status(as_json: bool, live_only: bool) -> None:
 @cli.command()
 @click.argument("slug")
 @click.option("--json", "as_json", is_flag=True, help="The event envelopes with their commits.")
-def log(slug: str, as_json: bool) -> None:
+@click.option(
+    "--follow",
+    "-f",
+    is_flag=True,
+    help="Go on showing new events until the build finishes (with --json: one per line).",
+)
+def log(slug: str, as_json: bool, follow: bool) -> None:
     """The timeline of SLUG: events, sessions, verdicts, checks."""
     from agentrun.cli.render import event_line, usage_lines
-    from agentrun.commands.inspect import detail, log_json, timeline
+    from agentrun.commands.inspect import detail, event_json, log_json, timeline
 
     repo = _repo()
+    if follow:
+        from agentrun.commands.inspect import JSON_SCHEMA
+        from agentrun.commands.inspect import follow as stream
+
+        for stored in stream(repo, slug):
+            if as_json:
+                record = {"schema": JSON_SCHEMA, "slug": slug, **event_json(stored)}
+                click.echo(json.dumps(record, ensure_ascii=False))
+            else:
+                click.echo(event_line(stored))
+            sys.stdout.flush()
+        return
     events = timeline(repo, slug)
     if as_json:
         _echo_json(log_json(slug, events))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -111,20 +113,49 @@ def status_json(listing: Listing) -> dict[str, Any]:
     }
 
 
+FOLLOW_POLL = 0.5  # seconds between looks at the log for `log --follow`
+
+
 def timeline(repo: pygit2.Repository, slug: str) -> list[Stored]:
     tip, _ = locate(repo, slug)
     return EventLog(repo).read(slug, tip)
 
 
 def log_json(slug: str, events: list[Stored]) -> dict[str, Any]:
-    return {
-        "schema": JSON_SCHEMA,
-        "slug": slug,
-        "events": [
-            {"commit": s.oid, "type": s.event.type, **s.event.model_dump(mode="json")}
-            for s in events
-        ],
-    }
+    return {"schema": JSON_SCHEMA, "slug": slug, "events": [event_json(s) for s in events]}
+
+
+def event_json(stored: Stored) -> dict[str, Any]:
+    """One envelope with its commit, as ``log --json`` lists them."""
+    return {"commit": stored.oid, "type": stored.event.type, **stored.event.model_dump(mode="json")}
+
+
+def follow(repo: pygit2.Repository, slug: str, poll: float = FOLLOW_POLL) -> Iterator[Stored]:
+    """The build's events, then each new one as it is appended, until the build finishes.
+
+    Finished means complete, failed, aborted or archived. A log that sync re-parented
+    (its events re-created after a remote's) is followed on: events are told apart by
+    their ``seq``, so none is shown twice.
+    """
+    log, cache = EventLog(repo), StateCache(repo)
+    tip, old = locate(repo, slug)
+    shown, last = 0, None
+    while True:
+        if tip != last:
+            onward = last is not None and repo.descendant_of(tip, last)
+            for stored in log.walk(tip, stop=last if onward else None):
+                if stored.event.seq > shown:
+                    shown = stored.event.seq
+                    yield stored
+            last = tip
+            if old or load_state(log, cache, slug, tip)[1].status != "running":
+                return
+        time.sleep(poll)
+        found = log.tip_oid(slug)
+        if found is None:
+            tip, old = locate(repo, slug)  # archived meanwhile: show its last events
+        else:
+            tip = found
 
 
 def detail(repo: pygit2.Repository, slug: str) -> tuple[BuildState, list[str], str]:
