@@ -368,6 +368,16 @@ def retry(slug: str) -> None:
     click.echo(f"retry recorded; run `git agentrun resume {slug}` to continue the build")
 
 
+@cli.command()
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
+def gc(dry_run: bool) -> None:
+    """Remove the worktrees, branches and stale refs of archived builds; pack refs."""
+    from agentrun.commands.gc import gc as tidy
+
+    for line in tidy(_repo(), dry_run).lines:
+        click.echo(line)
+
+
 @cli.group(invoke_without_command=True)
 @click.pass_context
 def pulls(ctx: click.Context) -> None:

@@ -1,0 +1,113 @@
+"""``git agentrun gc``: tidy up after archived builds (DESIGN §2 "Housekeeping", §9).
+
+An archived build no longer needs its worktree, its build branch, the commits set
+aside under ``refs/agentrun/discarded/<slug>`` or a stale lease. A branch whose
+commits are on no other branch or remote-tracking ref (a proposal closed without
+merging, never pushed) is kept and named: deleting it would lose work. Then refs are
+packed and ``git maintenance run --auto`` runs, because libgit2 never packs by itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pygit2
+
+from agentrun.gitrepo import child_env, common_dir, now_utc, worktrees_dir
+from agentrun.runner.workspace import DISCARDED
+from agentrun.store.archive import archived
+from agentrun.store.lease import lease_ref, read_lease
+from agentrun.store.log import EventLog
+
+BRANCHES = "refs/heads/agentrun/"
+# Where else a build branch's commits may live, so that deleting it loses nothing.
+ELSEWHERE = ("refs/heads/", "refs/remotes/", "refs/agentrun-remotes/")
+
+
+@dataclass
+class GcResult:
+    lines: list[str] = field(default_factory=list)
+    kept: int = 0
+
+
+def gc(repo: pygit2.Repository, dry_run: bool = False) -> GcResult:
+    """Remove what archived builds left behind; with ``dry_run``, only say what."""
+    result = GcResult()
+    verb = "would remove" if dry_run else "removed"
+    live = set(EventLog(repo).slugs())
+    for slug in sorted(set(archived(repo)) - live):
+        path = worktrees_dir(repo) / slug
+        if path.exists():
+            if not dry_run:
+                _remove_worktree(repo, path)
+            result.lines.append(f"{verb} worktree {path}")
+        branch = repo.references.get(BRANCHES + slug)
+        if branch is not None:
+            tip = str(branch.resolve().target)
+            if _kept_elsewhere(repo, BRANCHES + slug, tip):
+                if not dry_run:
+                    branch.delete()
+                result.lines.append(f"{verb} branch agentrun/{slug} (was {tip[:10]})")
+            else:
+                result.kept += 1
+                result.lines.append(
+                    f"kept branch agentrun/{slug}: its commits are on no other branch or "
+                    f"remote (delete it with `git branch -D agentrun/{slug}`)"
+                )
+        for name in (DISCARDED + slug, _stale_lease(repo, slug)):
+            ref = repo.references.get(name) if name else None
+            if ref is not None:
+                if not dry_run:
+                    ref.delete()
+                result.lines.append(f"{verb} {name}")
+    if not dry_run:
+        _git(repo, "pack-refs", "--all")
+        _git(repo, "maintenance", "run", "--auto")
+        result.lines.append("packed refs")
+    if not result.lines:
+        result.lines.append("nothing to tidy")
+    return result
+
+
+def _kept_elsewhere(repo: pygit2.Repository, own: str, tip: str) -> bool:
+    """Another branch or remote-tracking ref holds ``tip`` (the same, or a descendant)."""
+    target = pygit2.Oid(hex=tip)
+    for name in repo.references:
+        if name == own or not name.startswith(ELSEWHERE) or name.endswith("/HEAD"):
+            continue
+        ref = repo.references[name]
+        with contextlib.suppress(pygit2.GitError, ValueError):
+            other = ref.resolve().target
+            if isinstance(other, pygit2.Oid) and (
+                other == target or repo.descendant_of(other, target)
+            ):
+                return True
+    return False
+
+
+def _stale_lease(repo: pygit2.Repository, slug: str) -> str | None:
+    held = read_lease(repo, slug)
+    if held is not None and (held[1].expired(now_utc()) or held[1].holder_dead_here()):
+        return lease_ref(slug)
+    return None
+
+
+def _remove_worktree(repo: pygit2.Repository, path: Path) -> None:
+    done = _git(repo, "worktree", "remove", "--force", str(path))
+    if done.returncode != 0:
+        shutil.rmtree(str(path), ignore_errors=True)
+    _git(repo, "worktree", "prune")
+
+
+def _git(repo: pygit2.Repository, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", f"--git-dir={common_dir(repo)}", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=child_env(),
+    )
