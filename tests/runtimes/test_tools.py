@@ -125,6 +125,27 @@ def test_refusals_come_back_as_results_and_nothing_is_touched(work: Path, tmp_pa
     )
 
 
+def test_a_symlink_inside_the_worktree_is_judged_by_where_it_leads(work: Path) -> None:
+    (work / ".agentrun" / "prompts").mkdir(parents=True)
+    os.symlink(".git", work / "g")
+    os.symlink(".agentrun/prompts", work / "p")
+    os.symlink(".agentrun.toml", work / "c.toml")
+    b = box(work)
+    for name, args in [
+        ("read_file", {"path": "g/config"}),
+        ("write_file", {"path": "g/hooks/pre-commit", "content": "x"}),
+        ("write_file", {"path": "p/plan.md", "content": "x"}),
+        ("edit_file", {"path": "c.toml", "old": "a", "new": "b"}),
+        ("list_files", {"path": "g"}),
+    ]:
+        result = b.call(name, args)
+        assert result.error and result.text.startswith("refused: "), (name, args, result)
+        assert "secret-ish" not in result.text
+    assert list((work / ".agentrun" / "prompts").iterdir()) == []
+    assert not (work / ".git" / "hooks").exists()
+    assert not (work / ".agentrun.toml").exists()
+
+
 def test_bad_arguments_and_unknown_tools(work: Path) -> None:
     b = box(work)
     assert b.call("read_file", {}).text == "refused: `path` is required and must be a string"

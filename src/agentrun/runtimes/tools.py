@@ -206,9 +206,15 @@ class Toolbox:
 
     def _path(self, args: dict[str, Any], action: str, key: str = "path") -> tuple[str, Path]:
         relative = _arg(args, key)
-        if PurePosixPath(relative).parts[:1] == (".git",):
-            raise GuardError(f"refused to {action} git's own files: {relative}")
-        return relative, confined(self.root, relative, action)
+        path = confined(self.root, relative, action)
+        # Judged by where the path leads, so a symlink inside the worktree is no way round.
+        for parts in (PurePosixPath(relative).parts, self._real_parts(path)):
+            if parts[:1] == (".git",):
+                raise GuardError(f"refused to {action} git's own files: {relative}")
+        return relative, path
+
+    def _real_parts(self, path: Path) -> tuple[str, ...]:
+        return path.relative_to(self.root.resolve()).parts
 
     def _read(self, args: dict[str, Any]) -> ToolResult:
         relative, path = self._path(args, "read")
@@ -296,14 +302,15 @@ class Toolbox:
 
     def _writable(self, args: dict[str, Any]) -> tuple[str, Path]:
         relative, path = self._path(args, "write")
-        parts = PurePosixPath(relative).parts
-        if parts == (".agentrun.toml",) or (
-            parts[:1] == (".agentrun",) and parts[:2] != (".agentrun", "run")
-        ):
-            raise GuardError(
-                f"refused to write {relative}: .agentrun/ and .agentrun.toml belong to the "
-                "maintainers (only the scratch folder .agentrun/run/ is yours)"
+        for parts in (PurePosixPath(relative).parts, self._real_parts(path)):
+            theirs = parts == (".agentrun.toml",) or (
+                parts[:1] == (".agentrun",) and parts[:2] != (".agentrun", "run")
             )
+            if theirs:
+                raise GuardError(
+                    f"refused to write {relative}: .agentrun/ and .agentrun.toml belong to the "
+                    "maintainers (only the scratch folder .agentrun/run/ is yours)"
+                )
         return relative, path
 
     # --- shell and verbs ----------------------------------------------------
