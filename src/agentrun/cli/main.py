@@ -92,16 +92,21 @@ def init(force: bool) -> None:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _runner_options(command: F) -> F:
-    """``--remote`` and ``--time-limit``, shared by ``run`` and ``resume``."""
-    command = click.option(
+def _time_limit(help_text: str) -> Callable[[F], F]:
+    """``--time-limit MINUTES`` (a CI job's budget), with the command's own help."""
+    return click.option(
         "--time-limit",
         type=click.FloatRange(min=0, min_open=True),
         metavar="MINUTES",
         envvar="AGENTRUN_TIME_LIMIT",
         show_envvar=True,
-        help="Stop after MINUTES as Ctrl-C would; the build stays resumable.",
-    )(command)
+        help=help_text,
+    )
+
+
+def _runner_options(command: F) -> F:
+    """``--remote`` and ``--time-limit``, shared by ``run`` and ``resume``."""
+    command = _time_limit("Stop after MINUTES as Ctrl-C would; the build stays resumable.")(command)
     return click.option(
         "--remote",
         metavar="REMOTE",
@@ -224,14 +229,7 @@ def sync(remote: str) -> None:
     show_envvar=True,
     help="Fetch from REMOTE first and run the builds there (default: [sync] remote).",
 )
-@click.option(
-    "--time-limit",
-    type=click.FloatRange(min=0, min_open=True),
-    metavar="MINUTES",
-    envvar="AGENTRUN_TIME_LIMIT",
-    show_envvar=True,
-    help="Stop after MINUTES; what is left waits for the next sweep.",
-)
+@_time_limit("Stop after MINUTES; what is left waits for the next sweep.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (schema 1).")
 def sweep(remote: str | None, time_limit: float | None, as_json: bool) -> None:
     """Resume builds that were answered or whose runner died; report the rest."""
@@ -579,14 +577,7 @@ def hook_pre_push(ctx: click.Context, remote: str | None, url: str | None) -> No
     show_envvar=True,
     help="The config file, read from the base branch's commit (never the working tree).",
 )
-@click.option(
-    "--time-limit",
-    type=click.FloatRange(min=0, min_open=True),
-    metavar="MINUTES",
-    envvar="AGENTRUN_TIME_LIMIT",
-    show_envvar=True,
-    help="Stop at a phase boundary (or cut the phase short) after MINUTES; resumable.",
-)
+@_time_limit("Stop at a phase boundary (or cut the phase short) after MINUTES; resumable.")
 @click.option(
     "--label",
     default="",
