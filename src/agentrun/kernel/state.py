@@ -187,8 +187,8 @@ class BuildState(_Frozen):
     @property
     def issue_number(self) -> int | None:
         """The forge issue that started the build ("owner/name#42" -> 42)."""
-        _, _, number = (self.issue or "").rpartition("#")
-        return int(number) if number.isdigit() else None
+        _, sep, number = (self.issue or "").rpartition("#")
+        return int(number) if sep and number.isdigit() else None
 
     @property
     def current_round(self) -> int:

@@ -44,7 +44,6 @@ from agentrun.runner.status_text import (
     QUESTION_MARK,
     TEXT_LIMIT,
     clip,
-    issue_number,
     render_body,
     render_hosted_body,
     render_hosted_status,
@@ -176,7 +175,7 @@ class Publisher:
     def _sync_hosted(
         self, forge: HostedForge, state: BuildState, proposal: Proposal | None
     ) -> bool:
-        issue = issue_number(state.issue)
+        issue = state.issue_number
         ok = self._try(lambda: self._push_failed(forge, state))
         state = self.build.state
         home = issue if issue is not None else proposal.number if proposal else None
@@ -289,7 +288,7 @@ class Publisher:
 
     def _body(self, state: BuildState) -> str:
         if isinstance(self.forge, HostedForge):
-            text = render_hosted_body(state, self._plan_summary(state), issue_number(state.issue))
+            text = render_hosted_body(state, self._plan_summary(state), state.issue_number)
         else:
             text = render_body(state)
         return secrets.scrub(text)

@@ -113,12 +113,6 @@ def render_hosted_body(state: BuildState, plan: str | None, issue: int | None) -
     return "\n".join(lines) + "\n"
 
 
-def issue_number(ref: str | None) -> int | None:
-    """``42`` from ``owner/name#42``."""
-    _, sep, number = (ref or "").rpartition("#")
-    return int(number) if sep and number.isdigit() else None
-
-
 def state_label(state: BuildState) -> str | None:
     """The one state label a build's issue and proposal carry (none once aborted)."""
     labels = state.config.forge.labels
