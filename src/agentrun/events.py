@@ -447,17 +447,6 @@ class ObservationRecorded(Frozen):
         return f"{self.phase}: {self.text}"
 
 
-class ProposalUpdated(Frozen):
-    """The proposal's head branch was pushed anew, or its body rewritten."""
-
-    type: Literal["proposal.updated"] = "proposal.updated"
-    number: int
-    head: str | None = None
-
-    def summary(self) -> str:
-        return f"#{self.number} updated" + (f" to {self.head[:10]}" if self.head else "")
-
-
 class FeedbackReceived(Frozen):
     """Review feedback from a forge (changes requested): the next implement round's input."""
 
@@ -551,7 +540,6 @@ Payload = Annotated[
     | ProposalClosed
     | PublicationPushed
     | ObservationRecorded
-    | ProposalUpdated
     | FeedbackReceived
     | ForgeCursor
     | BaseMoved

@@ -43,7 +43,6 @@ from agentrun.events import (
     ProposalClosed,
     ProposalOpened,
     ProposalReady,
-    ProposalUpdated,
     PublicationPushed,
     ReconcileCompleted,
     ReconcileStarted,
@@ -224,8 +223,6 @@ def _apply(s: BuildState, event: Event) -> Changes:
         return {"observations": (*s.observations, f"{p.phase}: {p.text}")}
     if isinstance(p, BuildRetryRequested):
         return _retry(s, event)
-    if isinstance(p, ProposalUpdated):
-        return {}
     if isinstance(p, FeedbackReceived):
         text = f"Review {p.review} by {p.author} on #{p.number}:\n{p.text[-FEEDBACK_TAIL:]}"
         return {
