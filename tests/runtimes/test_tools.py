@@ -6,6 +6,7 @@ import os
 import re
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pygit2
@@ -191,6 +192,19 @@ def test_read_list_and_search(work: Path, tmp_path: Path) -> None:
         "refused: `pattern` is not a valid regular expression"
     )
     assert b.call("search", {"pattern": "("}).text == "no match for '('"  # plain text
+
+
+def test_a_search_that_backtracks_for_ever_is_stopped_within_the_session(work: Path) -> None:
+    (work / "many.txt").write_text("a" * 1999 + "\n")
+    short = replace(spec(work), budget_seconds=1)
+    b = Toolbox(short, SessionControl(), False, {"PATH": os.environ["PATH"]})
+    started = time.monotonic()
+
+    found = b.call("search", {"pattern": "(a|aa)+c", "regex": True})
+
+    assert found.error
+    assert found.text.startswith("refused: the search ran past 1.0 s"), found.text
+    assert time.monotonic() - started < 5
 
 
 def test_limits(work: Path) -> None:

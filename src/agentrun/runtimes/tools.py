@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ MAX_SEARCH_FILE_BYTES = 1_000_000
 MAX_SEARCH_FILES = 20_000
 MAX_LINE_CHARS = 300
 MAX_SHELL_OUTPUT = 20_000
+SEARCH_SECONDS = 10.0  # one search call, all files together (never past the session)
 SHELL_TIMEOUT_SECONDS = 600.0
 
 
@@ -243,18 +243,31 @@ class Toolbox:
         pattern = _arg(args, "pattern")
         if not pattern:
             raise _BadArgument("`pattern` is empty")
+        import regex  # re's pattern language, with a time limit per match
+
         try:
-            regex = re.compile(pattern if args.get("regex") is True else re.escape(pattern))
-        except re.error as exc:
+            compiled = regex.compile(
+                pattern if args.get("regex") is True else regex.escape(pattern)
+            )
+        except regex.error as exc:
             raise _BadArgument(f"`pattern` is not a valid regular expression: {exc}") from None
         _, top = self._folder(args, "search")
         hits: list[str] = []
+        limit = min(SEARCH_SECONDS, max(self.deadline - time.monotonic(), 0.1))
+        deadline = time.monotonic() + limit
         for count, (relative, path) in enumerate(_walk(self.root, top)):
             if count >= MAX_SEARCH_FILES:
                 hits.append(f"[stopped after {MAX_SEARCH_FILES} files: search a folder]")
                 break
             for number, line in _lines(path):
-                if regex.search(line[:2000]):
+                try:
+                    found = compiled.search(line[:2000], timeout=deadline - time.monotonic())
+                except TimeoutError:
+                    raise _BadArgument(
+                        f"the search ran past {limit:.1f} s (a pattern that backtracks "
+                        "too much, or too many files): simplify the pattern or search a folder"
+                    ) from None
+                if found:
                     hits.append(f"{relative}:{number}: {line[:MAX_LINE_CHARS]}")
                     if len(hits) >= MAX_MATCHES:
                         hits.append(f"[stopped at {MAX_MATCHES} matches]")
