@@ -8,6 +8,7 @@ time limit leaves the build resumable.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -355,3 +356,28 @@ def test_an_abort_pushed_from_elsewhere_cancels_the_running_session(tmp_path: Pa
     ended = [e.payload for e in log if e.type == "session.ended"][-1]
     assert ended.outcome == "aborted"
     assert [e.seq for e in log] == list(range(1, len(log) + 1))
+
+
+def test_status_on_another_clone_names_the_runner_seen_on_the_remote(tmp_path: Path) -> None:
+    m = machines_with(
+        tmp_path, [{"phase": "implement", "sleep": 4}], extra='[sync]\nremote = "origin"\n'
+    )
+    slug = create(m.a)
+    runner = Proc(m.a, "resume", slug)
+    wait_for(
+        lambda: any(session_started("implement")(e) for e in local_events(m.a, slug)),
+        "implement to start on A",
+    )
+    assert cli(m.b, "sync", "origin").returncode == 0
+
+    shown = cli(m.b, "status", "--json")
+
+    assert shown.returncode == 0, shown.stderr
+    (row,) = json.loads(shown.stdout)["builds"]
+    assert row["slug"] == slug
+    assert row["runner"].startswith("r-") and row["runner"].endswith(" (on origin)")
+    code, out = runner.wait()
+    assert code == 0, out
+    assert cli(m.b, "sync", "origin").returncode == 0
+    (row,) = json.loads(cli(m.b, "status", "--json").stdout)["builds"]
+    assert row["runner"] is None

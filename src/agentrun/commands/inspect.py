@@ -11,13 +11,15 @@ from typing import Any
 import pygit2
 
 from agentrun.errors import AgentrunError, UnknownBuildError
+from agentrun.gitrepo import now_utc
 from agentrun.kernel.state import BuildState
 from agentrun.store.archive import archived
 from agentrun.store.cache import StateCache, load_state
-from agentrun.store.lease import read_lease
+from agentrun.store.lease import lease_info, read_lease
 from agentrun.store.log import EventLog, Stored, check_slug
 
 JSON_SCHEMA = 1
+REMOTES = "refs/agentrun-remotes/"  # what sync fetched from each remote
 
 
 @dataclass(frozen=True)
@@ -95,14 +97,28 @@ def rows(repo: pygit2.Repository, include_archived: bool = True) -> Listing:
         except AgentrunError as exc:
             unreadable.append((slug, str(exc)))
             continue
-        lease = None if old else read_lease(repo, slug)
-        runner = f"{lease[1].holder}@{lease[1].host}" if lease else None
-        found.append(BuildRow(state, tip, old, runner))
+        found.append(BuildRow(state, tip, old, None if old else live_runner(repo, slug)))
     found.sort(key=lambda r: r.state.created_at or EPOCH, reverse=True)
     return Listing(found, unreadable)
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def live_runner(repo: pygit2.Repository, slug: str) -> str | None:
+    """Who runs the build now: a live lease here, else one the last fetch saw on a remote."""
+    now = now_utc()
+    held = read_lease(repo, slug)
+    if held is not None and not held[1].expired(now) and not held[1].holder_dead_here():
+        return f"{held[1].holder}@{held[1].host}"
+    suffix = f"/leases/{slug}"
+    for name in repo.references:
+        if name.startswith(REMOTES) and name.endswith(suffix):
+            info = lease_info(repo, str(repo.references[name].target))
+            if not info.expired(now):
+                remote = name[len(REMOTES) :].split("/", 1)[0]
+                return f"{info.holder}@{info.host} (on {remote})"
+    return None
 
 
 def status_json(listing: Listing) -> dict[str, Any]:
