@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -341,6 +342,45 @@ def test_a_model_that_never_reports_fails_with_no_terminal(
     escalation = payloads(repo, slug, "escalation.raised")[0]
     assert (escalation.source, escalation.cause) == ("policy", "attempts")
     assert "no-terminal" in escalation.question
+
+
+# At the dearer rate ($2,500 a million tokens) max_cost_usd = 6.25 buys the same 2,500.
+DEARER = "[prices.mock]\ninput = 1000.0\noutput = 2500.0\n[budget]\nmax_cost_usd = 6.25\n"
+
+
+@pytest.mark.parametrize(
+    ("kind", "budget"),
+    [
+        ("openai", "[budget]\nmax_tokens = 2500\n"),
+        ("anthropic", "[budget]\nmax_tokens = 2500\n"),
+        ("openai", DEARER),
+    ],
+)
+def test_a_session_stops_asking_the_model_once_the_token_budget_is_spent(
+    repo_path: Path,
+    repo: pygit2.Repository,
+    server: ModelServer,
+    key: str,
+    kind: str,
+    budget: str,
+) -> None:
+    # A planner that only ever lists files, 1,000 tokens an answer.
+    server.responder = lambda _r: replace(call("list_files"), tokens_in=900, tokens_out=100)
+    setup_build(repo_path, config_for(kind, server.url), policy=budget)
+    slug, outcome = build(repo)
+
+    assert outcome.state.state_name == "parked"
+    assert len(server.model_requests()) == 3  # the third answer crossed it: no fourth request
+    (failed,) = payloads(repo, slug, "phase.failed")
+    assert failed.phase == "plan"
+    assert failed.error == (
+        "the session used 3,000 tokens and the build's budget left it 2,500: "
+        "stopped before asking the model again"
+    )
+    (raised,) = payloads(repo, slug, "escalation.raised")
+    assert (raised.cause, raised.phase) == ("budget", "plan")
+    ended = payloads(repo, slug, "session.ended")[-1]
+    assert ended.usage.tokens_in + ended.usage.tokens_out == 3000
 
 
 @pytest.mark.parametrize("kind", KINDS)

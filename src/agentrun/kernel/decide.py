@@ -264,6 +264,20 @@ def remaining_wall_seconds(s: BuildState) -> float | None:
     return max(limit * (1 + s.budget_grants) * 60 - s.active_seconds, 0.0)
 
 
+def remaining_budget(s: BuildState) -> tuple[int | None, float | None]:
+    """Tokens and dollars left under ``max_tokens`` and ``max_cost_usd`` (None: no such
+    budget), each answer to a budget question allowing as much again."""
+    budget, scale = s.config.budget, 1 + s.budget_grants
+    tokens = None
+    if budget.max_tokens is not None:
+        spent = s.usage.tokens_in + s.usage.tokens_out
+        tokens = max(budget.max_tokens * scale - spent, 0)
+    dollars = None
+    if budget.max_cost_usd is not None:
+        dollars = max(budget.max_cost_usd * scale - (s.usage.cost_usd or 0.0), 0.0)
+    return tokens, dollars
+
+
 def _work_phase(work: Work) -> str:
     if isinstance(work, RunPhase):
         return work.phase

@@ -31,10 +31,16 @@ from agentrun.events import (
     VerifyCompleted,
     VerifyVerdict,
 )
-from agentrun.kernel.decide import RunAgentVerify, RunFinalizeStep, RunPhase, remaining_wall_seconds
+from agentrun.kernel.decide import (
+    RunAgentVerify,
+    RunFinalizeStep,
+    RunPhase,
+    remaining_budget,
+    remaining_wall_seconds,
+)
 from agentrun.kernel.evolve import PRODUCERS
 from agentrun.kernel.state import BuildState, Report
-from agentrun.prices import with_cost
+from agentrun.prices import price_of, with_cost
 from agentrun.runner.build import BuildHandle, Observer
 from agentrun.runner.environment import session_env
 from agentrun.runner.jobs import AgentWork, Job, failed, failure, job_of, started_event, subject
@@ -59,6 +65,20 @@ def session_budget(state: BuildState) -> float:
     left = remaining_wall_seconds(state)
     own = state.config.policy.session_budget_seconds
     return own if left is None else max(min(own, left), 1.0)
+
+
+def session_tokens(state: BuildState, model: str | None) -> int | None:
+    """The tokens a session may spend before a token or dollar budget runs out.
+
+    Dollars become tokens at the model's dearer rate (input or output), so the cap holds
+    whatever the mix; a model with no known price is held to the token budget only.
+    """
+    tokens, dollars = remaining_budget(state)
+    price = price_of(model, state.config.prices)
+    if dollars is not None and price is not None and max(price.input, price.output) > 0:
+        affordable = int(dollars / max(price.input, price.output) * 1_000_000)
+        tokens = affordable if tokens is None else min(tokens, affordable)
+    return tokens
 
 
 class SessionRunner:
@@ -175,6 +195,7 @@ class SessionRunner:
             budget_seconds=session_budget(state),
             repo_root=Path(self.repo.workdir or self.workspace.path),
             resume_from=self._resume_from(job, name),
+            max_tokens=session_tokens(state, config.model),
         )
         control = SessionControl(on_activity=self.observer.activity, on_process=self._record_agent)
         watcher = AbortWatcher(self.repo, state.slug, control.cancel, self.remote_abort)

@@ -32,6 +32,9 @@ class SessionSpec:
     # The runtime's own id of this role's previous session (from ``session.ended``), so a
     # producer can continue it with the CLI's resume; None: start fresh.
     resume_from: str | None = None
+    # The tokens this session may spend before the build's max_tokens or max_cost_usd
+    # budget runs out (None: no limit); runtimes that see usage as it grows stop there.
+    max_tokens: int | None = None
 
 
 @dataclass
@@ -51,6 +54,7 @@ class SessionControl:
 #   "aborted"      cancelled (abort requested)
 #   anything else  an ordinary failure of the attempt ("exit", "stream", "script", ...)
 UNAVAILABLE, AUTH, TIMEOUT, ABORTED = "unavailable", "auth", "timeout", "aborted"
+BUDGET = "budget"  # the build's token or dollar budget ran out inside the session
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from agentrun.runtimes import failures
 from agentrun.runtimes.base import (
     ABORTED,
     AUTH,
+    BUDGET,
     TIMEOUT,
     Handle,
     Probe,
@@ -204,6 +205,15 @@ class ApiRuntime:
                 handle.messages.extend(self.wire.results(done))
                 if any(result.terminal for _, result in done):
                     return TurnResult(ok=True, text=got.text, usage=usage)
+                spent = usage.tokens_in + usage.tokens_out
+                if spec.max_tokens is not None and spent >= spec.max_tokens:
+                    # Tools cost nothing; the next request would spend past the budget.
+                    error = (
+                        f"the session used {spent:,} tokens and the build's budget left it "
+                        f"{spec.max_tokens:,}: stopped before asking the model again"
+                    )
+                    say(f"[{self.wire.kind}] {error}\n")
+                    return TurnResult(ok=False, usage=usage, error=error, cause=BUDGET)
         error = (
             f"no-terminal: the model made {MAX_MODEL_REQUESTS} requests without reporting "
             "(no verb tool was called)"
