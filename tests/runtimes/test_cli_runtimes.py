@@ -19,6 +19,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from agentrun.runtimes.aider import last_reply, parse_block
 from agentrun.runtimes.aider import usage_of as aider_usage
 from agentrun.runtimes.base import (
     AUTH,
+    BUDGET,
     TIMEOUT,
     UNAVAILABLE,
     SessionControl,
@@ -717,3 +719,24 @@ def test_the_outbox_refuses_what_another_session_queued(
     assert said[2].startswith("outbox 0003.json: unreadable")
     assert not list((repo_path / OUTBOX).iterdir())
     assert drain(repo, repo_path, "s-mine") == []
+
+
+def test_claude_is_ended_once_its_answers_spend_the_token_budget(tmp_path: Path) -> None:
+    def respond(request: Request) -> Turn:
+        return Turn(tool_calls=(claude_shell("true"),), tokens_in=900, tokens_out=100, delay=0.3)
+
+    watch = Watch()
+    session = replace(spec(tmp_path), max_tokens=2500)
+    with ModelServer(respond) as server:
+        runtime = make_runtime("claude", runtime_config(claude_table(server.url)))
+        handle, result = runtime.start(session, watch)
+        asked = len(server.model_requests())
+    said = runtime.end(handle).text
+
+    assert (result.ok, result.cause) == (False, BUDGET), said
+    assert "Claude Code was ended before asking the model again" in result.error
+    assert result.usage.tokens_in + result.usage.tokens_out >= 2500, result.usage
+    # Claude Code reports an answer's usage as it goes on, so it may have sent a request
+    # or two more before it was ended; without the budget it would never stop.
+    assert 3 <= asked <= 5, said
+    assert len(watch.pids) == 1 and gone(watch.pids[0])

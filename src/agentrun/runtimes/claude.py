@@ -22,6 +22,7 @@ runtime's ``max_retries`` unless the environment sets it.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,6 +30,7 @@ from agentrun import procs
 from agentrun.config import RuntimeConfig
 from agentrun.events import Usage
 from agentrun.runtimes.base import (
+    BUDGET,
     Handle,
     Probe,
     SessionControl,
@@ -38,6 +40,7 @@ from agentrun.runtimes.base import (
 from agentrun.runtimes.cli import (
     CliHandle,
     CliRuntime,
+    EitherEvent,
     clip,
     failed,
     indent,
@@ -67,6 +70,15 @@ class ClaudeStream:
         self.control = control
         self.result: dict[str, Any] | None = None
         self.session_id: str | None = None
+        # Usage as the model's answers come (one entry per message id: each content
+        # block repeats its message's usage), so a session ended early still books it.
+        self.answers: dict[str, Usage] = {}
+        self.over_budget = False  # the budget is spent: the CLI is ended before its next ask
+        self.stop: threading.Event | None = None  # what ends the CLI's process tree
+
+    @property
+    def seen(self) -> Usage:
+        return sum(self.answers.values(), Usage())
 
     def line(self, raw: str) -> None:
         event = json_object(raw)
@@ -89,6 +101,15 @@ class ClaudeStream:
             self.result = event
 
     def _assistant(self, message: object) -> None:
+        if isinstance(message, dict) and isinstance(message.get("usage"), dict):
+            key = str(message.get("id") or len(self.answers))
+            self.answers[key] = usage_of({"usage": message["usage"]})
+            limit = self.handle.spec.max_tokens
+            seen = self.seen
+            if limit is not None and seen.tokens_in + seen.tokens_out >= limit:
+                self.over_budget = True
+                if self.stop is not None:
+                    self.stop.set()
         for block in _blocks(message):
             if block.get("type") == "text" and str(block.get("text", "")).strip():
                 text = str(block["text"])
@@ -169,16 +190,30 @@ class ClaudeRuntime(CliRuntime):
         if resume:
             handle.transcript.append(f"[agentrun] continuing Claude Code session {resume}\n")
         stream = ClaudeStream(handle, control)
-        done = run_cli(self.argv(binary, resume), handle, control, env, stream.line, prompt)
+        done = self._run(binary, resume, handle, control, env, stream, prompt)
         if resume and isinstance(done, procs.Finished) and _session_gone(stream):
             handle.transcript.append(f"[agentrun] session {resume} is gone here; starting fresh\n")
             stream = ClaudeStream(handle, control)
-            done = run_cli(self.argv(binary, None), handle, control, env, stream.line, prompt)
+            done = self._run(binary, None, handle, control, env, stream, prompt)
         if stream.session_id:
             handle.runtime_session_id = stream.session_id
         if isinstance(done, TurnResult):
             return done
         return _outcome(done, handle, stream, self.config.api_key_env or KEY_VAR)
+
+    def _run(
+        self,
+        binary: str,
+        resume: str | None,
+        handle: CliHandle,
+        control: SessionControl,
+        env: dict[str, str],
+        stream: ClaudeStream,
+        prompt: str,
+    ) -> procs.Finished | TurnResult:
+        stream.stop = EitherEvent(control.cancel)
+        argv = self.argv(binary, resume)
+        return run_cli(argv, handle, control, env, stream.line, prompt, stream.stop)
 
 
 def _errors(result: Mapping[str, Any]) -> list[str]:
@@ -195,7 +230,15 @@ def _outcome(
     done: procs.Finished, handle: CliHandle, stream: ClaudeStream, key_var: str
 ) -> TurnResult:
     result = stream.result
-    usage = usage_of(result)
+    usage = usage_of(result) if result is not None else stream.seen
+    if stream.over_budget and result is None:
+        spent, limit = usage.tokens_in + usage.tokens_out, handle.spec.max_tokens
+        error = (
+            f"the session used {spent:,} tokens and the build's budget left it {limit:,}: "
+            "Claude Code was ended before asking the model again"
+        )
+        handle.transcript.append(f"[agentrun] {error}\n")
+        return TurnResult(ok=False, usage=usage, error=error, cause=BUDGET)
     halted = stopped(done, handle, usage)
     if halted is not None:
         return halted
