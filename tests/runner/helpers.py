@@ -284,11 +284,11 @@ def only_slug(repo_path: Path) -> str:
 class Background:
     """A `git agentrun …` process in its own process group, ended at teardown."""
 
-    def __init__(self, repo_path: Path, *args: str) -> None:
+    def __init__(self, repo_path: Path, *args: str, env: Mapping[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
             ["git", "agentrun", *args],
             cwd=repo_path,
-            env=cli_env(),
+            env=cli_env(env),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -22,6 +22,7 @@ import pygit2
 import pytest
 from conftest import make_repo
 from runner.helpers import (
+    Background,
     cli_env,
     configure,
     events,
@@ -81,37 +82,13 @@ def cli(
     )
 
 
-class Proc:
-    """A `git agentrun …` process in its own process group, ended at teardown."""
-
-    def __init__(self, cwd: Path, *args: str, env: dict[str, str] | None = None) -> None:
-        self.proc = subprocess.Popen(
-            ["git", "agentrun", *args],
-            cwd=cwd,
-            env=cli_env(env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-
-    def wait(self, timeout: float = TIMEOUT) -> tuple[int, str]:
-        out, _ = self.proc.communicate(timeout=timeout)
-        return self.proc.returncode, out
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.communicate(timeout=10)
-
-
 @pytest.fixture
-def procs() -> Iterator[list[Proc]]:
-    started: list[Proc] = []
+def procs() -> Iterator[list[Background]]:
+    started: list[Background] = []
     yield started
     for proc in started:
         if proc.proc.poll() is None:
-            proc.kill()
+            proc.stop()
 
 
 def create(path: Path) -> str:
@@ -141,7 +118,7 @@ def test_a_build_run_from_a_is_visible_and_resumable_from_b(tmp_path: Path) -> N
         ],
     )
     slug = create(m.a)
-    runner = Proc(m.a, "resume", slug, "--remote", "origin")
+    runner = Background(m.a, "resume", slug, "--remote", "origin")
     # While implement runs on A, the phases before it are on the remote already.
     wait_for(
         lambda: "plan-review.verdict" in [e.type for e in m.remote_events(slug)],
@@ -149,7 +126,7 @@ def test_a_build_run_from_a_is_visible_and_resumable_from_b(tmp_path: Path) -> N
     )
     holder = m.remote_ref(f"refs/agentrun/leases/{slug}")
     assert holder is not None, "the build is claimed on the remote while it runs"
-    code, out = runner.wait()
+    code, out = runner.wait(TIMEOUT)
     assert code == 0, out
     assert f"build {slug}: parked at code-review@1" in out
 
@@ -175,15 +152,15 @@ def test_a_build_run_from_a_is_visible_and_resumable_from_b(tmp_path: Path) -> N
     assert local_events(m.a, slug) == final
 
 
-def test_two_runners_at_once_exactly_one_runs(tmp_path: Path, procs: list[Proc]) -> None:
+def test_two_runners_at_once_exactly_one_runs(tmp_path: Path, procs: list[Background]) -> None:
     m = machines_with(tmp_path, [{"phase": "plan", "sleep": 2}])
     slug = create(m.a)
     assert cli(m.a, "sync", "origin").returncode == 0
     assert cli(m.b, "sync", "origin").returncode == 0
     before = m.remote_events(slug)
 
-    procs += [Proc(path, "resume", slug, "--remote", "origin") for path in (m.a, m.b)]
-    results = [proc.wait() for proc in procs]
+    procs += [Background(path, "resume", slug, "--remote", "origin") for path in (m.a, m.b)]
+    results = [proc.wait(TIMEOUT) for proc in procs]
 
     codes = sorted(code for code, _ in results)
     assert codes == [0, 1], results
@@ -199,7 +176,7 @@ def test_two_runners_at_once_exactly_one_runs(tmp_path: Path, procs: list[Proc])
 
 
 def test_a_killed_runner_is_swept_and_finished_from_another_clone(
-    tmp_path: Path, procs: list[Proc]
+    tmp_path: Path, procs: list[Background]
 ) -> None:
     marker, pid_file = tmp_path / "hung-once", tmp_path / "hung.pid"
     hang = f"test -e {marker} || {{ touch {marker}; echo $$ > {pid_file}; exec sleep 120; }}"
@@ -207,7 +184,7 @@ def test_a_killed_runner_is_swept_and_finished_from_another_clone(
     env = {"AGENTRUN_LEASE_TTL": "4"}
     slug = create(m.a)
     try:
-        runner = Proc(m.a, "resume", slug, "--remote", "origin", env=env)
+        runner = Background(m.a, "resume", slug, "--remote", "origin", env=env)
         procs.append(runner)
         wait_for(
             lambda: any(session_started("implement")(e) for e in local_events(m.a, slug)),
@@ -215,7 +192,7 @@ def test_a_killed_runner_is_swept_and_finished_from_another_clone(
         )
         wait_for(lambda: pid_file.exists(), "the agent's command to hang")
         pushed = m.remote_events(slug)
-        runner.kill()
+        runner.stop()
 
         swept = cli(m.b, "sweep", "--remote", "origin", env=env)
 
@@ -237,7 +214,7 @@ def test_an_answer_pushed_meanwhile_is_merged_not_lost(tmp_path: Path) -> None:
         tmp_path, [{"phase": "implement", "sleep": 3}], extra='[sync]\nremote = "origin"\n'
     )
     slug = create(m.a)
-    runner = Proc(m.a, "resume", slug)  # the remote comes from [sync] remote
+    runner = Background(m.a, "resume", slug)  # the remote comes from [sync] remote
     wait_for(
         lambda: (
             any(session_started("implement")(e) for e in m.remote_events(slug))
@@ -253,7 +230,7 @@ def test_an_answer_pushed_meanwhile_is_merged_not_lost(tmp_path: Path) -> None:
     requested = [e for e in m.remote_events(slug) if e.type == "build.pause-requested"]
     assert len(requested) == 1
 
-    code, out = runner.wait()
+    code, out = runner.wait(TIMEOUT)
 
     assert code == 0, out
     assert f"build {slug}: paused at" in out
@@ -270,7 +247,7 @@ def test_a_runner_that_lost_its_lease_stops_without_overwriting(tmp_path: Path) 
     m = machines_with(tmp_path, [{"phase": "implement", "sleep": 9}])
     env = {"AGENTRUN_LEASE_TTL": "2"}
     slug = create(m.a)
-    runner = Proc(m.a, "resume", slug, "--remote", "origin", env=env)
+    runner = Background(m.a, "resume", slug, "--remote", "origin", env=env)
     try:
         wait_for(
             lambda: any(session_started("implement")(e) for e in local_events(m.a, slug)),
@@ -290,7 +267,7 @@ def test_a_runner_that_lost_its_lease_stops_without_overwriting(tmp_path: Path) 
         remote_tip = m.remote_ref(f"refs/agentrun/builds/{slug}")
     finally:
         os.killpg(runner.proc.pid, signal.SIGCONT)
-    code, out = runner.wait()
+    code, out = runner.wait(TIMEOUT)
 
     assert code == 1, out
     assert f"the lease on build {slug} at origin was taken by another runner" in out
@@ -334,7 +311,7 @@ def test_an_abort_pushed_from_elsewhere_cancels_the_running_session(tmp_path: Pa
     )
     slug = create(m.a)
     short = {"AGENTRUN_LEASE_TTL": "2"}  # the remote is looked at every 0.5 s
-    runner = Proc(m.a, "resume", slug, env=short)
+    runner = Background(m.a, "resume", slug, env=short)
     wait_for(
         lambda: any(session_started("implement")(e) for e in local_events(m.a, slug)),
         "implement to start on A",
@@ -363,7 +340,7 @@ def test_status_on_another_clone_names_the_runner_seen_on_the_remote(tmp_path: P
         tmp_path, [{"phase": "implement", "sleep": 4}], extra='[sync]\nremote = "origin"\n'
     )
     slug = create(m.a)
-    runner = Proc(m.a, "resume", slug)
+    runner = Background(m.a, "resume", slug)
     wait_for(
         lambda: any(session_started("implement")(e) for e in local_events(m.a, slug)),
         "implement to start on A",
@@ -376,7 +353,7 @@ def test_status_on_another_clone_names_the_runner_seen_on_the_remote(tmp_path: P
     (row,) = json.loads(shown.stdout)["builds"]
     assert row["slug"] == slug
     assert row["runner"].startswith("r-") and row["runner"].endswith(" (on origin)")
-    code, out = runner.wait()
+    code, out = runner.wait(TIMEOUT)
     assert code == 0, out
     assert cli(m.b, "sync", "origin").returncode == 0
     (row,) = json.loads(cli(m.b, "status", "--json").stdout)["builds"]

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
+from support.http_body import read_body
+
 Protocol = Literal["anthropic", "responses", "chat", "other"]
 PATHS: dict[str, Protocol] = {
     "/v1/messages": "anthropic",
@@ -180,12 +182,7 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
 
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body = json.loads(raw) if raw else None
-            except ValueError:
-                body = raw.decode("utf-8", "replace")
+            _, body = read_body(self)
             request = Request("POST", self.path, dict(self.headers), body, time.time())
             server.record(request)
             if request.protocol == "other":

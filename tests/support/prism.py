@@ -77,6 +77,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from support.graphql_stub import GraphQLStub
+from support.http_body import read_body
 
 CLIENTS = Path(__file__).resolve().parents[1] / "clients"
 PRISM = CLIENTS / "node_modules" / ".bin" / "prism"
@@ -333,12 +334,7 @@ def _handler(api: GitHubAPI, upstream: tuple[str, int]) -> type[BaseHTTPRequestH
             pass
 
         def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body = json.loads(raw) if raw else None
-            except ValueError:
-                body = raw.decode("utf-8", "replace")
+            raw, body = read_body(self)
             split = urlsplit(self.path)
             headers = {k.lower(): v for k, v in self.headers.items()}
             code = api.code_for(self.command, split.path)
