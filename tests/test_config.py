@@ -284,6 +284,8 @@ def test_the_init_template_examples_parse_when_uncommented() -> None:
     assert [s.name for s in config.finalize] == ["changelog"]
     assert config.budget.max_cost_usd == 5.0
     assert set(config.prices) == {"my-model"}
+    assert (config.forge.kind, config.forge.labels.done) == ("auto", "agentrun:done")
+    assert config.sync.remote == "origin"
 
 
 def test_load_config_without_a_file_means_defaults(tmp_path: Path) -> None:
