@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,57 @@ def test_outside_actions_the_command_says_what_it_needs(site: Site) -> None:
     done = run_cli(site.clone(), "action")
     assert done.returncode == 1
     assert done.stderr.startswith("agentrun: GITHUB_EVENT_NAME is not set")
+
+
+def test_bad_job_inputs_get_one_line_and_change_nothing(site: Site, tmp_path: Path) -> None:
+    from runner.helpers import cli_env
+
+    checkout = site.clone()
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    base = {**site.api.env(), "GITHUB_EVENT_NAME": "issues"}
+    cases = [
+        ({"GITHUB_REPOSITORY": ""}, "GITHUB_REPOSITORY is not set to owner/name"),
+        ({"GITHUB_EVENT_PATH": str(tmp_path / "gone.json")}, "cannot read the event payload"),
+        ({"GITHUB_EVENT_PATH": str(broken)}, "cannot read the event payload"),
+        ({"GITHUB_EVENT_PATH": str(bad)}, "is not a JSON object"),
+        ({}, "GITHUB_EVENT_PATH is not set for a issues event"),
+    ]
+    for extra, said in cases:
+        env = cli_env({**base, **extra})
+        if "GITHUB_EVENT_PATH" not in extra:
+            env.pop("GITHUB_EVENT_PATH", None)
+        done = subprocess.run(
+            ["git", "agentrun", "action"], cwd=checkout, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 1, (extra, done.stdout, done.stderr)
+        assert said in done.stderr and done.stderr.count("\n") == 1, (extra, done.stderr)
+    assert git(checkout, "for-each-ref", "refs/agentrun") == ""
+    empty = tmp_path / "release.json"
+    empty.write_text("{}")
+    other = subprocess.run(
+        ["git", "agentrun", "action"],
+        cwd=checkout,
+        env=cli_env({**base, "GITHUB_EVENT_NAME": "release", "GITHUB_EVENT_PATH": str(empty)}),
+        capture_output=True,
+        text=True,
+    )
+    assert other.returncode == 0, other.stderr
+    assert "agentrun does not act on release events; nothing to do" in other.stdout
+
+
+def test_a_checkout_without_the_base_branch_says_how_to_fetch_it(site: Site) -> None:
+    checkout = site.clone()
+    git(checkout, "checkout", "-q", "--detach")
+    git(checkout, "update-ref", "-d", "refs/remotes/origin/main")
+    git(checkout, "update-ref", "-d", "refs/heads/main")
+
+    done = site.job("issues", labeled(7, "T", "", "x"), checkout=checkout).run()
+
+    assert done.returncode == 1
+    assert done.stderr == (
+        "agentrun: the base branch main was not fetched: check out with `fetch-depth: 0`\n"
+    )
+    assert git(checkout, "for-each-ref", "refs/agentrun") == ""
