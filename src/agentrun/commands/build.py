@@ -16,6 +16,7 @@ from agentrun.gitrepo import require_commits, user_login
 from agentrun.kernel.state import BuildState
 from agentrun.runner.build import Observer
 from agentrun.runner.loop import Outcome, Runner
+from agentrun.snapshot import snapshot
 from agentrun.store.archive import archived
 from agentrun.store.log import Draft, EventLog
 
@@ -151,7 +152,7 @@ def create_build(
             base_sha=base_sha,
             branch=branch,
             source="cli",
-            config=config.model_dump(mode="json"),
+            config=snapshot(config),
         )
         try:
             log.append(slug, [Draft(created, HumanActor(login=user_login(repo)))], None)

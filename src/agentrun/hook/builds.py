@@ -12,15 +12,16 @@ from agentrun.hook.guards import Rules
 
 def snapshot_rules(repo: pygit2.Repository, slug: str, environ: Mapping[str, str]) -> Rules | None:
     """The guards of the config snapshotted in the build's first event, if it has a log."""
-    from agentrun.config import config_from_data
+    from agentrun.errors import MalformedEventError
+    from agentrun.snapshot import read
 
     created = created_payload(repo, slug)
     config = getattr(created, "config", None)
     if not isinstance(config, dict):
         return None
     try:
-        return Rules.of(config_from_data(config, f"the config of build {slug}"), environ)
-    except ConfigError:
+        return Rules.of(read(config, f"the config of build {slug}"), environ)
+    except (ConfigError, MalformedEventError):
         return None
 
 
