@@ -99,8 +99,11 @@ class EventLog:
         )
 
     def tip_oid(self, slug: str) -> str | None:
-        ref = self.repo.references.get(build_ref(slug))
-        return None if ref is None else str(ref.target)
+        name = build_ref(slug)
+        ref = self.repo.references.get(name)
+        if ref is None:
+            return None
+        return event_commit(self.repo, name, ref.target)
 
     def tip(self, slug: str) -> Tip | None:
         oid = self.tip_oid(slug)
@@ -224,6 +227,19 @@ class EventLog:
 
     def _move(self, name: str, new: str, old: str | None) -> None:
         move_ref(self.repo, name, new, old)
+
+
+def event_commit(repo: pygit2.Repository, name: str, target: pygit2.Oid | str) -> str:
+    """``target`` of the ref ``name``, refused in one line unless it is a commit here."""
+    oid = str(target)
+    found = repo.get(oid)
+    if isinstance(found, pygit2.Commit):
+        return oid
+    what = "a missing object" if found is None else f"a {found.type_str}"
+    raise MalformedEventError(
+        f"{name} points at {what} ({oid[:12]}), not at a commit: remove it with "
+        f"`git update-ref -d {name}` (a remote's copy comes back with `git agentrun sync`)"
+    )
 
 
 def move_ref(repo: pygit2.Repository, name: str, new: str, old: str | None) -> None:

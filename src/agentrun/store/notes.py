@@ -13,9 +13,9 @@ from collections.abc import Mapping
 
 import pygit2
 
-from agentrun.gitrepo import signature
+from agentrun.gitrepo import commit_at, signature
 from agentrun.store.cas import retry
-from agentrun.store.log import move_ref
+from agentrun.store.log import event_commit, move_ref
 
 NOTES_REF = "refs/notes/agentrun"
 
@@ -28,8 +28,8 @@ def add_note(repo: pygit2.Repository, commit: str, fact: Mapping[str, object]) -
 
 def _append(repo: pygit2.Repository, commit: str, line: str) -> None:
     ref = repo.references.get(NOTES_REF)
-    old = ref.target if ref is not None else None
-    tree = repo[old].peel(pygit2.Commit).tree if old is not None else None
+    old = event_commit(repo, NOTES_REF, ref.target) if ref is not None else None
+    tree = commit_at(repo, old).tree if old is not None else None
     path = _note_path(tree, commit)
     existing = ""
     if tree is not None and path is not None:
@@ -40,10 +40,10 @@ def _append(repo: pygit2.Repository, commit: str, line: str) -> None:
     blob = repo.create_blob(body.encode())
     new_tree = _with_entry(repo, tree, (path or commit).split("/"), blob)
     sig = signature()
-    parents = [old] if old is not None else []
+    parents = [pygit2.Oid(hex=old)] if old is not None else []
     message = f"Notes added by agentrun on {commit[:10]}\n"
     new = repo.create_commit(None, sig, sig, message, new_tree, parents)
-    move_ref(repo, NOTES_REF, str(new), str(old) if old is not None else None)
+    move_ref(repo, NOTES_REF, str(new), old)
 
 
 def _note_path(tree: pygit2.Tree | None, commit: str) -> str | None:
@@ -76,6 +76,10 @@ def _with_entry(
 
 
 def read_notes(repo: pygit2.Repository, commit: str) -> list[dict[str, object]]:
+    ref = repo.references.get(NOTES_REF)
+    if ref is None:
+        return []
+    event_commit(repo, NOTES_REF, ref.target)
     try:
         message = repo.lookup_note(commit, NOTES_REF).message
     except KeyError:
