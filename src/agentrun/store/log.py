@@ -258,6 +258,19 @@ def move_ref(repo: pygit2.Repository, name: str, new: str, old: str | None) -> N
         raise ConcurrentUpdateError(f"{name}: {exc}") from None
 
 
+def delete_ref(repo: pygit2.Repository, name: str, old: str) -> None:
+    """Delete ``name`` only if it still points at ``old`` (checked under the ref's lock)."""
+    done = subprocess.run(
+        ["git", f"--git-dir={common_dir(repo)}", "update-ref", "-d", name, old],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=child_env(),
+    )
+    if done.returncode != 0:
+        raise ConcurrentUpdateError(f"{name}: {done.stderr.strip() or 'moved'}")
+
+
 def _create_ref(repo: pygit2.Repository, name: str, new: str) -> None:
     """Create ``name`` only if it does not exist, checked under the ref's lock.
 
