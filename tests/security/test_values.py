@@ -336,14 +336,19 @@ def snapshot():
     return refs + "\\n".join(files)
 
 
-def verb(*args):
-    done = subprocess.run(["git", "agentrun", "agent", *args], capture_output=True, text=True)
+def verb(*args, cwd=None, **env):
+    done = subprocess.run(["git", "agentrun", "agent", *args], capture_output=True, text=True,
+                          cwd=cwd, env={{**os.environ, **env}})
     return f"{{done.returncode}} {{done.stdout.strip()}} {{done.stderr.strip()}}"
 
 
 args = {{"plan-review": ["approve"], "code-review": ["approve"], "verify": ["pass"]}}
 if family == "plan":
     Path(".agentrun/run/plan.md").write_text("1. Add feature.txt.\\n")
+    (STATE / "no-git-dir").write_text(verb("approve", AGENTRUN_GIT_DIR=str(STATE / "none")))
+    bare = STATE / "bare.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    (STATE / "bare").write_text(verb("escalate", "from a bare repository?", cwd=bare))
     before = snapshot()
     (STATE / "plan").write_text(verb("plan", ".agentrun/run/plan.md"))
     (STATE / "unchanged").write_text(str(snapshot() == before))
@@ -386,6 +391,13 @@ def test_a_verb_only_reads_the_repository_and_queues_its_report(
     (session,) = [p.session for p in payloads(repo, slug, "session.started") if p.phase == "plan"]
     assert (state / "again").read_text() == (
         f"1  agentrun: session {session} already queued a report (0001.json); nothing queued"
+    )
+    assert (state / "no-git-dir").read_text() == (
+        f"1  agentrun: AGENTRUN_GIT_DIR='{state / 'none'}' is not a git repository"
+    )
+    assert (state / "bare").read_text() == (
+        f"1  agentrun: {state / 'bare.git'} is not inside a build's worktree: run the verb in "
+        "the worktree"
     )
     # `context` keeps working: it reads the log and writes to the worktree's scratch folder.
     assert (state / "context").read_text().endswith(f"/{slug}/.agentrun/run/context.md ")
