@@ -65,10 +65,16 @@ def shape_in(line: str) -> str | None:
 
 
 def values_of(names: Iterable[str], environ: Mapping[str, str]) -> list[str]:
-    """The values of the named variables that are long enough to be told from text."""
+    """The values of the named variables, of the forge tokens and of every variable whose
+    name says it is a credential (``*_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``:
+    the provider variables a runtime is given, such as ``AWS_SECRET_ACCESS_KEY`` or
+    ``GEMINI_API_KEY``), when long enough to be told from text."""
+    from agentrun.runner.environment import CREDENTIAL_SUFFIXES
+
+    credentials = (name for name in environ if name.endswith(CREDENTIAL_SUFFIXES))
     return [
         environ[name]
-        for name in (*names, *ALWAYS_SECRET)
+        for name in dict.fromkeys((*names, *ALWAYS_SECRET, *credentials))
         if len(environ.get(name, "")) >= MIN_SECRET_LENGTH
     ]
 
@@ -84,7 +90,12 @@ def variables(config: Config) -> list[str]:
 
 
 def remember_config(config: Config, environ: Mapping[str, str]) -> None:
-    """Remember the values of ``config``'s secret variables (and the forge tokens)."""
+    """Remember the values of ``config``'s secret variables, the runtimes' credentials
+    and the forge tokens, as ``environ`` holds them.
+
+    The values a runtime's ``env`` table writes literally are remembered when a session
+    is given them (``runner.sessions``): the build's config snapshot must keep them.
+    """
     remember(values_of(variables(config), environ))
 
 

@@ -369,8 +369,7 @@ def test_codex_runs_a_whole_build_through_its_sandbox(
     assert "(round 1)" in resumed.text()
     said = transcript(repo, slug, second.session)
     assert f"continuing Codex thread {first.runtime_session_id}" in said
-    # The verb could not write the log from inside the sandbox: it queued the report,
-    # and the runtime appended it after the turn.
+    # The verb only queued the report (as every verb does), and the runner appended it.
     assert "done queued in .agentrun/run/outbox/0001.json" in said
     assert "outbox 0001.json: done recorded" in said
     # Usage is this turn's own, not the thread's running total.

@@ -448,20 +448,21 @@ def agent() -> None:
 
 
 def _report(verb: str, text: str = "", findings: tuple[str, ...] = ()) -> None:
-    from agentrun.agent.verbs import Report, agent_env, report
+    from agentrun.agent.verbs import Report, agent_env, submit
 
     env = agent_env(os.environ)
-    click.echo(report(_repo(), env, Report(verb, text, findings)))
+    click.echo(submit(env, Report(verb, text, findings), Path.cwd(), os.environ))
 
 
 @agent.command("context")
 def agent_context() -> None:
     """Write what this session needs to .agentrun/run/context.md and print its path."""
     from agentrun.agent.context import write_context
-    from agentrun.agent.verbs import agent_env
+    from agentrun.agent.verbs import agent_env, log_repository, worktree_of
 
-    repo = _repo()
-    click.echo(write_context(repo, agent_env(os.environ), Path(repo.workdir)))
+    env = agent_env(os.environ)
+    repo = log_repository(Path.cwd(), os.environ)
+    click.echo(write_context(repo, env, worktree_of(Path.cwd())))
 
 
 @agent.command("plan")

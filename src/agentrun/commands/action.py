@@ -18,6 +18,7 @@ with write permission or above, asked of the API; bots only when the config list
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any
 
 import pygit2
 
+from agentrun import secrets
 from agentrun.commands.steer import FORGE, Steering, proposal_number
 from agentrun.config import CONFIG_FILE, Config, config_from_data, parse_config
 from agentrun.errors import AgentrunError, ConfigError, ForgeError, LeaseHeldError
@@ -454,6 +456,8 @@ class Job:
             if self.label:
                 data["forge"]["label"] = self.label
             self._config = config_from_data(data, source)
+            # Issue text, comments and reviews may quote a secret: scrubbed before written.
+            secrets.remember_config(self._config, os.environ)
         return self._config
 
     def _open_forge(self) -> HostedForge:

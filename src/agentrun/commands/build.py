@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
 
+from agentrun import secrets
 from agentrun.commands.doctor import auto_pick
 from agentrun.config import Config, config_from_data, load_config
 from agentrun.errors import AgentrunError, ConcurrentUpdateError, ConfigError
@@ -34,7 +36,8 @@ class Created:
 
 
 def slugify(goal: str) -> str:
-    words = re.findall(r"[a-z0-9]+", goal.lower())[:SLUG_WORDS]
+    # A secret value in the goal must not become the slug, the branch and every trailer.
+    words = re.findall(r"[a-z0-9]+", secrets.scrub(goal).lower())[:SLUG_WORDS]
     slug = ""
     for word in words:
         candidate = f"{slug}-{word}" if slug else word
@@ -136,6 +139,8 @@ def create_build(
     if not config.roles:
         config, picked = auto_pick(config)
     check_runnable(config)
+    # Before anything is written: the goal may hold a secret value (scrubbed, slug too).
+    secrets.remember_config(config, os.environ)
     base_ref, base_sha = resolve_base(repo, base)
     dirty = has_uncommitted(repo)
     log = EventLog(repo)
