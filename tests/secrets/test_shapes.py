@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import random
 import subprocess
 import uuid
@@ -66,6 +67,16 @@ def test_scrub_removes_every_fake(fake: Fake) -> None:
     assert fake.secret not in cleaned
     assert secrets.REDACTED in cleaned
     assert secrets.scrub_bytes(fake.line.encode()) == cleaned.encode()
+
+
+@pytest.mark.parametrize("fake", EVERY, ids=named)
+def test_scrub_removes_every_fake_inside_json(fake: Fake) -> None:
+    """The store scrubs an event once it is encoded: quotes come escaped, lines joined."""
+    encoded = json.dumps({"text": f"said {fake.line} and more", "more": [fake.line]})
+    cleaned = secrets.scrub(encoded)
+    assert fake.secret not in cleaned
+    assert json.dumps(fake.secret)[1:-1] not in cleaned
+    assert json.loads(cleaned)  # still JSON
 
 
 @pytest.mark.parametrize("fake", EVERY, ids=named)
