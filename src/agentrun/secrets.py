@@ -164,8 +164,8 @@ def _candidates(text: str) -> list[Shape]:
     """The shapes one of whose keywords ``text`` holds, in order (the cheap prefilter)."""
     every, by_keyword = _loaded()
     lowered = text.lower()
-    hit = {i for keyword, indices in by_keyword.items() if keyword in lowered for i in indices}
-    return [every[i] for i in sorted(hit)]
+    hit = [indices for keyword, indices in by_keyword if keyword in lowered]
+    return [every[i] for i in sorted({i for indices in hit for i in indices})]
 
 
 def _secret_span(found: re.Match[str]) -> tuple[int, int]:
@@ -179,7 +179,7 @@ def _secret_span(found: re.Match[str]) -> tuple[int, int]:
 
 
 @functools.cache
-def _loaded() -> tuple[tuple[Shape, ...], dict[str, tuple[int, ...]]]:
+def _loaded() -> tuple[tuple[Shape, ...], tuple[tuple[str, tuple[int, ...]], ...]]:
     import tomllib
     from importlib import resources
 
@@ -201,7 +201,7 @@ def _loaded() -> tuple[tuple[Shape, ...], dict[str, tuple[int, ...]]]:
     for index, shape in enumerate(every):
         for keyword in shape.keywords:
             by_keyword.setdefault(keyword, []).append(index)
-    return every, {k: tuple(v) for k, v in by_keyword.items()}
+    return every, tuple((k, tuple(v)) for k, v in by_keyword.items())
 
 
 def _redact(text: str, spans: Iterable[tuple[int, int]]) -> str:
