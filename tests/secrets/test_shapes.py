@@ -186,7 +186,7 @@ def ordinary(rng: random.Random) -> list[str]:
         "-----BEGIN CERTIFICATE-----",
         "pip install rich==13.9.4 --hash=sha256:" + hashlib.sha256(data).hexdigest(),
         "Traceback (most recent call last): File \"/usr/lib/python3.11/tokenize.py\", line 42",
-        "https://github.com/gitleaks/gitleaks/blob/b58d3f102cf3a2c84cb7f923d05c25c9b1aed84b/README.md",
+        f"https://github.com/psf/requests/blob/{hashlib.sha1(prose).hexdigest()}/README.md",
         "tzinfo=zoneinfo.ZoneInfo(key='Asia/Singapore')",
         "name='cache_key', max_length=255, unique=True, primary_key=True",
         "ADMIN_PASSWORD = 'pbkdf2_sha256$600000$Vo0VlMnkR4Bk$qEvtdyZRWTcOsCnI/oQ7fVOu1XAURIZY='",
