@@ -21,6 +21,7 @@ RATIO_LINES = {
     "forge.py": ["ratio pushed/plain-push:", "ratio action-sweep/sweep:"],
     "hook.py": ["ratio ordinary branch hooked/plain:", "ratio build branch hooked/plain:"],
     "runtimes.py": ["ratio start-overhead/server:", "ratio end-overhead/server:"],
+    "secrets.py": ["recall: ", "false-positive candidates in rich", "ratio scrub new/old:"],
     "sweep.py": ["ratio sweep warm/baseline:", "ratio sweep() in-process/baseline:"],
 }
 
