@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from agentrun.errors import InvalidEventError, MalformedEventError
+from agentrun.secrets import scrub
 
 SCHEMA_VERSION = 1
 
@@ -589,7 +590,8 @@ def encode(event: Event) -> str:
     """The commit message that stores ``event``."""
     body = event.model_dump(mode="json", exclude={"payload": {"type"}})
     doc = {"v": body["v"], "seq": body["seq"], "type": event.type, **body}
-    summary = event.payload.summary().replace("\n", " ")
+    # Scrubbed before it is clipped: a token cut in half keeps no shape to be found by.
+    summary = scrub(event.payload.summary()).replace("\n", " ")
     if len(summary) > 120:
         summary = summary[:117] + "..."
     return f"{event.type}: {summary}\n\n{json.dumps(doc, ensure_ascii=False, sort_keys=False)}\n"

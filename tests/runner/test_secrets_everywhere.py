@@ -115,12 +115,20 @@ def every_object(repo_path: Path) -> bytes:
 
 
 def leaked(fakes: list[corpus.Fake], data: bytes) -> list[str]:
-    """The fakes whose secret appears in ``data``, as is or JSON-escaped."""
-    return [
-        f"{f.provider}: {f.secret[:16]}"
-        for f in fakes
-        if f.secret.encode() in data or json.dumps(f.secret)[1:-1].encode() in data
-    ]
+    """The fakes whose secret appears in ``data``, as is or JSON-escaped, whole or in part.
+
+    In part: a summary clipped before it was scrubbed once kept half a token (its shape
+    lost with its end); 12 characters from near its start are enough to tell (but a
+    webhook URL's start is public).
+    """
+    found = []
+    for f in fakes:
+        forms = {f.secret, json.dumps(f.secret)[1:-1]}
+        if len(f.secret) >= 24 and "://" not in f.secret:  # a URL's start is public
+            forms.add(f.secret[8:20])
+        if any(form.encode() in data for form in forms):
+            found.append(f"{f.provider}: {f.secret[:16]}")
+    return found
 
 
 @pytest.mark.slow

@@ -197,7 +197,7 @@ def _draft(state: BuildState, env: AgentEnv, rep: Report) -> tuple[Draft, str]:
         if not rep.text.strip():
             raise VerbError("the plan is empty: write the plan to a file and pass its path")
         name = f"plan-r{env.round}.md"
-        first = rep.text.strip().splitlines()[0][:100]
+        first = secrets.scrub(rep.text.strip().splitlines()[0])[:100]
         payload: object = PlanSubmitted(session=env.session, plan=name, summary_text=first)
         return Draft(payload, actor, {name: rep.text.encode()}), f"plan submitted ({name})"
     if verb in ("approve", "revise"):

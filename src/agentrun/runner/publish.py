@@ -97,7 +97,7 @@ class Publisher:
             forge.push_branch(state.branch, state.head)
             found = forge.find_open(state.branch)
             if found is None:
-                title = secrets.scrub(clip(state.goal.strip().splitlines()[0], 100))
+                title = clip(secrets.scrub(state.goal.strip().splitlines()[0]), 100)
                 body = self._body(state)
                 found = forge.open_draft(title, body, state.branch, state.base_ref, state.slug)
                 self._sent[("body", found.number)] = body
@@ -331,5 +331,5 @@ class Publisher:
         if text in self._noted:
             return
         self._noted.add(text)
-        observed = ObservationRecorded(phase="publish", text=secrets.scrub(clip(text, 500)))
+        observed = ObservationRecorded(phase="publish", text=clip(secrets.scrub(text), 500))
         self.build.append([Draft(observed)])
