@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import re
 import socket
-import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import pygit2
 
+from agentrun import gitcli
 from agentrun.errors import (
     ConcurrentUpdateError,
     InvalidEventError,
@@ -29,7 +29,6 @@ from agentrun.gitrepo import (
     WALK_NEWEST_FIRST,
     WALK_OLDEST_FIRST,
     blob_data,
-    child_env,
     commit_at,
     common_dir,
     empty_tree,
@@ -251,12 +250,7 @@ def _create_ref(repo: pygit2.Repository, name: str, new: str) -> None:
     the lock. Creation is rare (a new build, lease or proposal), so the process is
     affordable here and nowhere else.
     """
-    done = subprocess.run(
-        ["git", f"--git-dir={common_dir(repo)}", "update-ref", name, new, ""],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=child_env(),
-    )
+    where = common_dir(repo)
+    done = gitcli.run([f"--git-dir={where}", "update-ref", name, new, ""], cwd=where)
     if done.returncode != 0:
         raise ConcurrentUpdateError(f"{name}: {done.stderr.strip() or 'already exists'}")
