@@ -11,8 +11,8 @@ Under GitHub Actions or GitLab CI, a credential the job persisted in the reposit
 or a token in a remote's URL (GitLab's ``CI_JOB_TOKEN``) — is readable by every agent
 working in a worktree of that repository. ``withdrawn`` takes it out before any agent
 starts, uses it from memory, and puts it back when the command ends: normally, on an
-error, on Ctrl-C or SIGTERM. A SIGKILL cannot be answered: the config then stays without
-the credential (the job ends anyway; a rerun checks out afresh).
+error, on Ctrl-C or SIGTERM (taken as Ctrl-C). A SIGKILL cannot be answered: the config
+then stays without the credential (the job ends anyway; a rerun checks out afresh).
 """
 
 from __future__ import annotations
@@ -217,14 +217,15 @@ def withdrawn(common_dir: Path, say: Callable[[str], None]) -> Iterator[None]:
 
 
 def _answer_sigterm() -> signal.Handlers | None:
-    """A SIGTERM (a cancelled job) unwinds like an error, so the credential goes back."""
+    """A SIGTERM (a cancelled job) is taken as Ctrl-C: the agent's tree is ended, the
+    session recorded as interrupted, the lease released, and the credential put back."""
     if threading.current_thread() is not threading.main_thread():
         return None
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return None
 
     def stop(signum: int, frame: FrameType | None) -> None:
-        raise SystemExit(128 + signum)
+        raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
     return signal.SIG_DFL
