@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pygit2
 
+from agentrun.gitrepo import common_dir
+
 # What every git process may inherit; nothing else passes.
 ALLOWED = (
     "PATH",
@@ -240,17 +242,54 @@ def config_env(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
 def _entries(repo_dir: Path | None) -> list[tuple[int, str, str]]:
     """(level, name, value) of every config entry git would read there, includes followed."""
     found = None if repo_dir is None else pygit2.discover_repository(str(repo_dir))
-    configs: list[pygit2.Config] = []
     try:
-        if found is not None:
-            configs.append(pygit2.Repository(found).config)
-        else:  # no repository (yet): only the user's own config applies
+        if found is None:  # no repository (yet): only the user's own config applies
+            configs: list[pygit2.Config] = []
             for opener in (pygit2.Config.get_system_config, pygit2.Config.get_global_config):
                 with contextlib.suppress(OSError, pygit2.GitError):
                     configs.append(opener())
-        return [(int(e.level), e.name, e.value or "") for c in configs for e in c]
+            return [(int(e.level), e.name, e.value or "") for c in configs for e in c]
+        repo = pygit2.Repository(found)
+        entries = [(int(e.level), e.name, e.value or "") for e in repo.config]
     except pygit2.GitError:
         return []
+    return entries + _conditional_includes(entries, common_dir(repo))
+
+
+_INCLUDE = re.compile(r"^include(?:if\..+)?\.path$", re.IGNORECASE)
+
+
+def _conditional_includes(
+    entries: list[tuple[int, str, str]], base: Path
+) -> list[tuple[int, str, str]]:
+    """The entries of every file the repository's config includes, whatever the condition.
+
+    libgit2 does not evaluate every ``includeIf`` condition git does (``hasconfig:``,
+    ``onbranch:`` on an unborn branch): a driver hidden behind one would escape. A driver
+    named in a file whose condition is false is neutralised for nothing, which is harmless.
+    """
+    level = int(pygit2.enums.ConfigLevel.LOCAL)
+    pending = [
+        (base, value)
+        for lvl, name, value in entries
+        if lvl in _REPOSITORY_LEVELS and _INCLUDE.match(name)
+    ]
+    seen: set[Path] = set()
+    found: list[tuple[int, str, str]] = []
+    while pending:
+        where, value = pending.pop()
+        path = Path(os.path.expanduser(value))
+        path = path if path.is_absolute() else where / path
+        if path in seen or not path.is_file():
+            continue
+        seen.add(path)
+        try:
+            included = [(e.name, e.value or "") for e in pygit2.Config(str(path))]
+        except pygit2.GitError:
+            continue
+        found += [(level, name, value) for name, value in included]
+        pending += [(path.parent, v) for name, v in included if _INCLUDE.match(name)]
+    return found
 
 
 def _credential_helpers(entries: list[tuple[int, str, str]]) -> list[tuple[str, str]]:

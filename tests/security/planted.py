@@ -20,7 +20,7 @@ HOOKS = (
     "pre-auto-gc",
     "post-rewrite",
 )
-ATTRIBUTES = "* filter=evil diff=evil merge=evil\n*.p filter=evilp\n"
+ATTRIBUTES = "* filter=evil diff=evil merge=evil\n*.p filter=evilp\n*.h filter=evilhidden\n"
 
 
 def evil_script(marks: Path) -> Path:
@@ -51,10 +51,18 @@ def plant(common_dir: Path, marks: Path) -> Path:
         f"\tprocess = {evil} filter-process\n"
         "\trequired = true\n"
     )
+    # Behind a condition git evaluates and libgit2 does not (hasconfig:).
+    (common_dir / "hidden.inc").write_text(
+        f'[filter "evilhidden"]\n\tclean = {evil} filter-hidden filter\n\trequired = true\n'
+    )
     with (common_dir / "config").open("a") as config:
         config.write(
             "[include]\n"
             "\tpath = evil.inc\n"
+            '[includeIf "hasconfig:remote.*.url:**"]\n'
+            "\tpath = hidden.inc\n"
+            '[remote "planted"]\n'
+            "\turl = https://example.invalid/planted.git\n"
             "[core]\n"
             f"\tfsmonitor = {evil} fsmonitor\n"
             f"\tsshCommand = {evil} ssh\n"

@@ -73,6 +73,7 @@ def test_the_workspace_runs_nothing_an_agent_planted(
     (path / ".gitattributes").write_text(ATTRIBUTES + "*.dat filter=userlfs\n")
     (path / "f.txt").write_text("one\ntwo\nthree\nfour\n")
     (path / "x.p").write_text("process me\n")
+    (path / "x.h").write_text("hidden driver\n")
     (path / "big.dat").write_text("large\n")
     first = workspace.commit_phase(head, mark("implement"), config=Config())
     workspace.prepare(first)
