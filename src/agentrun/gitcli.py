@@ -81,7 +81,7 @@ TEXT_MERGE = "git merge-file --marker-size=%L %A %O %B"
 HARDENED: tuple[tuple[str, str], ...] = (
     ("core.hooksPath", NO_HOOKS),
     ("core.fsmonitor", "false"),
-    ("core.sshCommand", "ssh"),
+    ("core.sshCommand", "ssh"),  # or the user's own (_USERS_OWN)
     ("core.pager", "cat"),
     ("core.askPass", ""),
     ("core.alternateRefsCommand", "true"),  # advertise no alternate refs, run nothing
@@ -145,7 +145,7 @@ def overrides(repo_dir: Path | None) -> list[tuple[str, str]]:
 
 
 def _overrides(entries: list[tuple[int, str, str]]) -> list[tuple[str, str]]:
-    found = list(HARDENED)
+    found = [(key, _users_own(entries, key) or value) for key, value in HARDENED]
     found += _credential_helpers(entries)
     found += _drivers(entries)
     return found
@@ -290,6 +290,18 @@ def _conditional_includes(
         found += [(level, name, value) for name, value in included]
         pending += [(path.parent, v) for name, v in included if _INCLUDE.match(name)]
     return found
+
+
+# Settings whose value from the user's own config stands (their SSH key, say).
+_USERS_OWN = frozenset({"core.sshcommand"})
+
+
+def _users_own(entries: list[tuple[int, str, str]], key: str) -> str | None:
+    """The user's own value of ``key`` (last one wins, as in git), if it is one they keep."""
+    if key.lower() not in _USERS_OWN:
+        return None
+    values = [v for level, name, v in entries if level in _USER_LEVELS and name == key.lower()]
+    return values[-1] if values else None
 
 
 def _credential_helpers(entries: list[tuple[int, str, str]]) -> list[tuple[str, str]]:

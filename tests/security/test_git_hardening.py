@@ -250,3 +250,22 @@ def test_a_build_whose_agent_plants_everything_completes_and_runs_none_of_it(
     head = repo.revparse_single(f"agentrun/{slug}").peel(pygit2.Commit)
     assert head.tree["x.p"].data == b"process me\n"
     assert head.tree["feature.txt"].data == b"made by the hostile agent\n"
+
+
+def test_the_users_own_ssh_command_is_kept_and_the_repositorys_is_not(tmp_path: Path) -> None:
+    _, repo, _ = remote_pair(tmp_path)
+    marks = tmp_path / "marks"
+    plant(Path(repo.path), marks)
+    user_marks = tmp_path / "user-marks"
+    user_ssh = evil_script(user_marks)
+    with (Path(os.environ["HOME"]) / ".gitconfig").open("a") as config:
+        config.write(f"[core]\n\tsshCommand = {user_ssh} user-ssh\n")
+    repo.remotes.create("viassh", "ssh://git@127.0.0.1:1/remote.git")
+
+    with pytest.raises(SyncError, match="with viassh failed"):
+        sync(repo, "viassh")
+
+    assert fired(marks) == []
+    assert fired(user_marks) == ["user-ssh"]
+    seen = (user_marks / "user-ssh").read_text()
+    assert TOKEN not in seen and SECRET not in seen and "GITHUB_TOKEN" not in seen
