@@ -494,6 +494,8 @@ def agent_plan(file: Path) -> None:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise VerbError(f"cannot read the plan {file}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise VerbError(f"the plan {file} is not UTF-8 text (byte {exc.start})") from None
     _report("plan", text)
 
 

@@ -32,6 +32,7 @@ from agentrun.events import BuildCreated, BuildResumeRequested, HumanActor
 from agentrun.forge.base import HostedForge
 from agentrun.kernel.state import BuildState
 from agentrun.sanitize import sanitize
+from agentrun.snapshot import snapshot
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.log import Draft, EventLog, build_ref
 
@@ -326,7 +327,7 @@ class Job:
             source="issue",
             issue=f"{self.event.repository}#{number}",
             requested_by=login or None,
-            config=config.model_dump(mode="json"),
+            config=snapshot(config),
         )
         tip, _ = self.log.append(slug, [Draft(created, HumanActor(login=login or "github"))], None)
         # The remote must not have the log yet: of two jobs creating it at once, one wins

@@ -16,6 +16,7 @@ from agentrun.gitrepo import require_commits, user_login
 from agentrun.kernel.state import BuildState
 from agentrun.runner.build import Observer
 from agentrun.runner.loop import Outcome, Runner
+from agentrun.snapshot import snapshot
 from agentrun.store.archive import archived
 from agentrun.store.log import Draft, EventLog
 
@@ -151,7 +152,7 @@ def create_build(
             base_sha=base_sha,
             branch=branch,
             source="cli",
-            config=config.model_dump(mode="json"),
+            config=snapshot(config),
         )
         try:
             log.append(slug, [Draft(created, HumanActor(login=user_login(repo)))], None)
@@ -186,13 +187,17 @@ def resume_build(
     """
     from agentrun.commands.control import request_resume
     from agentrun.runner.remote import configured_remote
+    from agentrun.store.lease import clear_stale
+    from agentrun.store.remote_lease import clear_stale_remote
     from agentrun.store.sync import pull
 
     remote = remote if remote is not None else configured_remote(repo, slug)
-    if remote:
-        pull(repo, remote, slug)
+    where = pull(repo, remote, slug) if remote else None
     state = request_resume(repo, slug)
     if state.status != "running":
+        clear_stale(repo, slug)  # a runner killed right after the end left its lease
+        if where is not None:
+            clear_stale_remote(where, slug)
         return state
     return run_build(repo, slug, observer, remote=remote or "", stop_at=stop_at)
 
