@@ -287,13 +287,8 @@ def move_ref(repo: pygit2.Repository, name: str, new: str, old: str | None) -> N
 
 def delete_ref(repo: pygit2.Repository, name: str, old: str) -> None:
     """Delete ``name`` only if it still points at ``old`` (checked under the ref's lock)."""
-    done = subprocess.run(
-        ["git", f"--git-dir={common_dir(repo)}", "update-ref", "-d", name, old],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=child_env(),
-    )
+    where = common_dir(repo)
+    done = gitcli.run([f"--git-dir={where}", "update-ref", "-d", name, old], cwd=where)
     if done.returncode != 0:
         full = disk_full(repo, name, done.stderr)
         if full is not None:
