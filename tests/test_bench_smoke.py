@@ -19,6 +19,7 @@ RATIO_LINES = {
     "cli.py": ["ratio agentrun --version / git --version:", "--version: "],
     "demo.py": ["ratio overhead/git-commits:"],
     "forge.py": ["ratio pushed/plain-push:", "ratio action-sweep/sweep:"],
+    "gitcli.py": ["ratio hardened/bare:"],
     "hook.py": ["ratio ordinary branch hooked/plain:", "ratio build branch hooked/plain:"],
     "runtimes.py": ["ratio start-overhead/server:", "ratio end-overhead/server:"],
     "secrets.py": ["recall: ", "false-positive candidates in rich", "ratio scrub new/old:"],

@@ -88,7 +88,8 @@ def user_login(repo: pygit2.Repository) -> str:
     return os.environ.get("USER", "unknown")
 
 
-# Variables that point git at another repository; a child process must not inherit them.
+# Variables that point git at another repository; a child process must not inherit them
+# (``gitcli.environment`` passes none of them to git).
 LOCATING_VARS = (
     "GIT_DIR",
     "GIT_WORK_TREE",
@@ -99,14 +100,6 @@ LOCATING_VARS = (
     "GIT_NAMESPACE",
     "GIT_PREFIX",
 )
-
-
-def child_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for a git or agent subprocess working in another worktree."""
-    env = dict(os.environ if base is None else base)
-    for key in LOCATING_VARS:
-        env.pop(key, None)
-    return env
 
 
 def commit_at(repo: pygit2.Repository, oid: str | pygit2.Oid) -> pygit2.Commit:

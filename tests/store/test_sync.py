@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 import pygit2
 import pytest
 from conftest import git, make_repo
+from support.smart_http import smart_http
 
 from agentrun.errors import LeaseHeldError, LeaseLostError
 from agentrun.events import (
@@ -192,20 +194,17 @@ def test_sync_says_to_run_again_when_the_remote_moved(machines: Machines) -> Non
     add_note(m.a, str(m.a.head.target), {"from": "a"})
     assert lines(m.a) == [f"build {SLUG}: up to date", "notes: pushed"]
     append(m.a, [attached(1)], "A")
-    # A pushes between B's fetch and B's push: a real git hook in B fires once B's
-    # fetch has written its tracking refs.
-    hook = m.b_path / ".git" / "hooks" / "reference-transaction"
-    hook.write_text(
-        "#!/bin/sh\n"
-        "unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_COMMON_DIR\n"
-        f'[ "$1" = committed ] && grep -q agentrun-remotes && cd "{m.a_path}" && '
-        f'rm -f "$0" && git push -q --no-verify origin {LOG}:{LOG} >/dev/null 2>&1\n'
-        "exit 0\n"
-    )
-    hook.chmod(0o755)
     append(m.b, [human("green")], "B")
-    with pytest.raises(SyncError, match="run `git agentrun sync origin` again"):
-        sync(m.b, "origin")
+    # A pushes between B's fetch and B's push: B reaches the remote over smart HTTP, and
+    # the server lets A push just before it tells B's push what the remote holds.
+    with smart_http(m.remote.parent) as server:
+        git(m.b_path, "remote", "set-url", "origin", server.url(m.remote.name))
+        push_from_a = partial(git, m.a_path, "push", "-q", "--no-verify", "origin", f"{LOG}:{LOG}")
+        server.before.append(("service=git-receive-pack", push_from_a))
+        with pytest.raises(SyncError, match="run `git agentrun sync origin` again"):
+            sync(m.b, "origin")
+        assert not server.before, "B's push never asked the remote"
+    git(m.b_path, "remote", "set-url", "origin", m.remote.as_uri())
     assert remote_ref(m, LOG) == EventLog(m.a).tip_oid(SLUG)
     assert lines(m.b) == [
         f"build {SLUG}: re-parented 1 local event onto 1 remote one, pushed 1 event"

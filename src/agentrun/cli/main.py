@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 a user error (one line saying what to do), 2 a usage error,
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from tempfile import gettempdir
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -104,6 +105,21 @@ def _time_limit(help_text: str) -> Callable[[F], F]:
     )
 
 
+def _agents_run(command: F) -> F:
+    """A command that runs agents: a credential a CI job persisted in the repository is
+    taken out before any agent starts and put back at exit (``credentials.withdrawn``)."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from agentrun.credentials import withdrawn
+        from agentrun.gitrepo import common_dir
+
+        with withdrawn(common_dir(_repo()), lambda line: click.echo(line, err=True)):
+            return command(*args, **kwargs)
+
+    return cast(F, wrapper)
+
+
 def _runner_options(command: F) -> F:
     """``--remote`` and ``--time-limit``, shared by ``run`` and ``resume``."""
     command = _time_limit("Stop after MINUTES as Ctrl-C would; the build stays resumable.")(command)
@@ -142,6 +158,7 @@ def _runner_options(command: F) -> F:
     help="Park the build before it spends more than USD.",
 )
 @_runner_options
+@_agents_run
 def run(
     goal: str,
     base: str | None,
@@ -191,6 +208,7 @@ def doctor() -> None:
 @cli.command()
 @click.argument("slug")
 @_runner_options
+@_agents_run
 def resume(slug: str, remote: str | None, time_limit: float | None) -> None:
     """Un-pause SLUG if paused and run it on from its log (also after a crash)."""
     from agentrun.cli.progress import progress
@@ -231,6 +249,7 @@ def sync(remote: str) -> None:
 )
 @_time_limit("Stop after MINUTES; what is left waits for the next sweep.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (schema 1).")
+@_agents_run
 def sweep(remote: str | None, time_limit: float | None, as_json: bool) -> None:
     """Resume builds that were answered or whose runner died; report the rest."""
     from agentrun.commands.build import deadline
@@ -358,6 +377,7 @@ def abort(slug: str) -> None:
 
 @cli.command()
 @click.argument("slug")
+@_agents_run
 def retry(slug: str) -> None:
     """Let SLUG try again: a failed build re-opens, spent attempts re-arm."""
     from agentrun.commands.control import retry as request
@@ -592,6 +612,7 @@ def hook_pre_push(ctx: click.Context, remote: str | None, url: str | None) -> No
 @click.option(
     "--remote", default="origin", show_default=True, help="Where build logs and leases live."
 )
+@_agents_run
 def action(config_path: str, time_limit: float | None, label: str, remote: str) -> None:
     """Act on the GitHub Actions event of this job (GITHUB_EVENT_NAME, GITHUB_EVENT_PATH).
 

@@ -8,19 +8,19 @@ repairs, a finalize step, and ends with a proposal ready for review.
 from __future__ import annotations
 
 import json
+import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pygit2
 
+from agentrun import gitcli
 from agentrun.commands.build import create_build, run_build
 from agentrun.commands.inspect import timeline
 from agentrun.config import parse_config
 from agentrun.forge.local import LocalForge
-from agentrun.gitrepo import child_env
 from agentrun.runner.build import Observer
 
 PAGER_BUGGY = '''\
@@ -173,7 +173,7 @@ agent = "implement"
 """
     parse_config(config, "demo config")
     (repo_dir / ".agentrun.toml").write_text(config)
-    env = child_env()
+    env = dict(os.environ)
     env.update(
         GIT_AUTHOR_NAME="Demo",
         GIT_AUTHOR_EMAIL="demo@example.com",
@@ -181,7 +181,7 @@ agent = "implement"
         GIT_COMMITTER_EMAIL="demo@example.com",
     )
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "pager"]):
-        subprocess.run(["git", *args], cwd=repo_dir, env=env, check=True, capture_output=True)
+        gitcli.run(args, cwd=repo_dir, check=True, base=env)
     return repo_dir
 
 

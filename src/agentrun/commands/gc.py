@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pygit2
 
-from agentrun.gitrepo import child_env, common_dir, now_utc, worktrees_dir
+from agentrun import gitcli
+from agentrun.gitrepo import common_dir, now_utc, worktrees_dir
 from agentrun.runner.workspace import DISCARDED
 from agentrun.store.archive import archived
 from agentrun.store.lease import lease_ref, read_lease
@@ -104,10 +105,5 @@ def _remove_worktree(repo: pygit2.Repository, path: Path) -> None:
 
 
 def _git(repo: pygit2.Repository, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["git", f"--git-dir={common_dir(repo)}", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=child_env(),
-    )
+    where = common_dir(repo)
+    return gitcli.run([f"--git-dir={where}", *args], cwd=where)

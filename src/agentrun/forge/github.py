@@ -1,10 +1,12 @@
 """The github forge: pull requests, issues, labels and statuses through PyGithub (DESIGN §8).
 
-Configured from the environment, as GitHub Actions sets it: ``GITHUB_TOKEN``,
-``GITHUB_API_URL`` (default ``https://api.github.com``), ``GITHUB_GRAPHQL_URL`` (default
-the API URL + ``/graphql``) and ``GITHUB_REPOSITORY`` (``owner/name``; else read from the
-``origin`` URL). Branches are pushed with the git CLI, which carries the Actions token
-in ``http.extraheader``. Taking a pull request out of draft is GraphQL only.
+Configured from the environment, as GitHub Actions sets it: the token (``credentials``:
+``AGENTRUN_TOKEN_FD``, ``GITHUB_TOKEN``), ``GITHUB_API_URL`` (default
+``https://api.github.com``), ``GITHUB_GRAPHQL_URL`` (default the API URL + ``/graphql``)
+and ``GITHUB_REPOSITORY`` (``owner/name``; else read from the ``origin`` URL). Branches
+are pushed with the git CLI, which gets the token from memory as
+``http.<server>/.extraheader`` of that one push (``gitcli``). Taking a pull request out
+of draft is GraphQL only.
 
 Every failure, PyGithub's or the network's, becomes one ``ForgeError`` line.
 """
@@ -22,6 +24,7 @@ from urllib.parse import quote
 
 import pygit2
 
+from agentrun import credentials
 from agentrun.errors import ForgeError
 from agentrun.forge.base import (
     Comment,
@@ -86,10 +89,11 @@ class GitHubForge:
         from github import Auth, Github
 
         self.repo = repo
-        token = os.environ.get("GITHUB_TOKEN", "").strip()
+        token = credentials.github_token()
         if not token:
             raise ForgeError(
-                "the github forge needs a token: set GITHUB_TOKEN "
+                "the github forge needs a token: set GITHUB_TOKEN, or pass it on the file "
+                f"descriptor {credentials.TOKEN_FD} names "
                 "(in a workflow: env: GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }})"
             )
         self.token = token

@@ -8,14 +8,13 @@ the buttons of a hosted forge, for ``git agentrun pulls``.
 from __future__ import annotations
 
 import builtins
-import os
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pygit2
 from pygit2.enums import SortMode
 
+from agentrun import gitcli
 from agentrun.errors import ConcurrentUpdateError, ForgeError
 from agentrun.forge.base import Comment, ProposalInfo, register
 from agentrun.forge.local_store import (
@@ -31,7 +30,6 @@ from agentrun.gitrepo import common_dir, now_utc, signature
 from agentrun.store.log import move_ref
 
 STATUS_AUTHOR = "agentrun"
-_LOCATION_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")
 
 
 class LocalForge:
@@ -307,11 +305,7 @@ def git_in(where: Path, *args: str, git_dir: bool = False) -> str:
     A failure is a ``ForgeError`` carrying git's own reason.
     """
     location = [f"--git-dir={where}"] if git_dir else ["-C", str(where)]
-    # Inside a git hook GIT_DIR and friends are set and would override ``where``.
-    env = {k: v for k, v in os.environ.items() if k not in _LOCATION_VARS}
-    done = subprocess.run(
-        ["git", *location, *args], capture_output=True, text=True, check=False, env=env
-    )
+    done = gitcli.run([*location, *args], cwd=where)
     if done.returncode != 0:
         # git spreads one reason over several lines (a heading, the paths, "Aborting").
         detail = " ".join(line.strip() for line in (done.stderr or done.stdout).splitlines())

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
+from agentrun import gitcli
 from agentrun.errors import AgentrunError, NotARepositoryError
 
 HOOK = "pre-push"
@@ -39,12 +40,15 @@ def template() -> str:
 def hooks_dir(cwd: Path) -> Path:
     """Where git looks for hooks when run in ``cwd``."""
     try:
+        # The allow-listed environment, not gitcli.run: its core.hooksPath would hide the
+        # very setting this asks about (and rev-parse runs no program anyway).
         done = subprocess.run(
             ["git", "rev-parse", "--git-path", "hooks"],
             cwd=cwd,
             capture_output=True,
             text=True,
             check=False,
+            env=gitcli.environment(),
         )
     except OSError as exc:
         raise NotARepositoryError(f"cannot run git: {exc.strerror}") from None

@@ -144,7 +144,7 @@ def pre_push(push: Push, cwd: Path, environ: Mapping[str, str]) -> Result:
     # Loaded as the runner loads them: whatever this process writes is scrubbed of them.
     secrets.remember_config(config, environ)
     rules = Rules.of(config, environ)
-    remote_refs = _ls_remote(push.remote, cwd, environ)
+    remote_refs = _ls_remote(push.remote, cwd, environ, Path(repo.path))
     result, seen = Result(), set[str]()
     for update in builds:
         # The build's own snapshot too: a config edited on the build branch (and checked
@@ -279,7 +279,7 @@ def push_state(
         pushed.append(what)
     if not updates:
         return lines
-    done = push_atomic(remote, updates, cwd, environ)
+    done = push_atomic(remote, updates, cwd, environ, git_dir=Path(repo.path))
     if done is not None and done.returncode == 0:
         return [*lines, f"agentrun: pushed {_and(pushed)} to {remote}"]
     why = _last_line(done.stderr if done else "") or "no answer"
@@ -317,14 +317,16 @@ def _config(repo: pygit2.Repository) -> Config:
         ) from None
 
 
-def _ls_remote(remote: str, cwd: Path, environ: Mapping[str, str]) -> dict[str, str] | None:
+def _ls_remote(
+    remote: str, cwd: Path, environ: Mapping[str, str], git_dir: Path
+) -> dict[str, str] | None:
     """The remote's branches, tags and agentrun state, or None when it cannot be asked.
 
     Not every ref: a forge's remote can hold many more (pull requests' refs) that no
     commit pushed here needs to be told from.
     """
     patterns = ["refs/heads/*", "refs/tags/*", "refs/agentrun/builds/*", "refs/notes/agentrun"]
-    done = _git(["git", "ls-remote", remote, *patterns], cwd, environ)
+    done = _git([f"--git-dir={git_dir}", "ls-remote", remote, *patterns], cwd, environ)
     if done is None or done.returncode != 0:
         return None
     refs = {}

@@ -2,6 +2,13 @@
 
 Events appended by others (agents' verbs, people's commands) are picked up by
 ``refresh``; every new event, ours or theirs, is shown to the observer once.
+
+While the runner holds the lease, only it writes what the kernel decides. Without
+isolation an agent can still write the repository's refs, so ``refresh`` checks what it
+reads: an event of the kernel's kinds this runner did not write (by commit id), a tip
+that does not descend from the last one it wrote or read, or the log or the build
+branch deleted stop the build with ``LogTamperedError`` before anything is appended on
+top of them.
 """
 
 from __future__ import annotations
@@ -11,13 +18,41 @@ from typing import Protocol
 
 import pygit2
 
-from agentrun.errors import ConcurrentUpdateError
+from agentrun.errors import AgentrunError, ConcurrentUpdateError
+from agentrun.events import Event, KernelActor
 from agentrun.kernel.evolve import evolve
 from agentrun.kernel.state import BuildState
 from agentrun.store.cache import StateCache, load_state
-from agentrun.store.log import Draft, EventLog, Stored, Tip
+from agentrun.store.log import Draft, EventLog, Stored, Tip, build_ref
 
 FACT_RETRIES = 50
+
+# What others may append while a runner holds the build: agents' verbs, people's
+# requests and answers, and the forge's comment cursor (the Action's comment handling
+# may run beside a runner). Every other kind is the kernel's: only the holder writes it.
+FROM_OTHERS = frozenset(
+    {
+        "plan.submitted",
+        "plan-review.verdict",
+        "code-review.verdict",
+        "agent.done",
+        "verify.verdict",
+        "escalation.raised",
+        "escalation.answered",
+        "build.pause-requested",
+        "build.resume-requested",
+        "build.abort-requested",
+        "build.retry-requested",
+        "proposal.closed",
+        "feedback.received",
+        "forge.cursor",
+    }
+)
+KERNEL_FROM_OTHERS = frozenset({"forge.cursor"})
+
+
+class LogTamperedError(AgentrunError):
+    """The build's log or branch changed under the runner in a way no agentrun wrote."""
 
 
 class Observer(Protocol):
@@ -48,17 +83,51 @@ class BuildHandle:
         self.log = EventLog(repo, writer)
         self.cache = StateCache(repo)
         self.tip, self.state = load_state(self.log, self.cache, slug)
+        self.written: set[str] = set()  # commit ids of the events this handle appended
+        self._had_branch = self._branch_ref() in repo.references
 
     def refresh(self) -> BuildState:
+        """Take in what others appended, after checking that nobody rewrote the log."""
         tip = self.log.tip_oid(self.slug)
-        if tip is None or tip == self.tip:
+        self._check_branch()
+        if tip is None:
+            raise self._tampered(f"its log {build_ref(self.slug)} was deleted")
+        if tip == self.tip:
             return self.state
-        for stored in self.log.walk(tip, stop=self.tip):
+        if not self.repo.descendant_of(tip, self.tip):
+            raise self._tampered(
+                f"its log was rewritten: the tip {tip[:10]} does not descend from "
+                f"{self.tip[:10]}, the last one this runner wrote or read"
+            )
+        fresh = list(self.log.walk(tip, stop=self.tip))
+        for stored in fresh:
+            if stored.oid not in self.written and not _from_others(stored.event):
+                raise self._tampered(
+                    f"a {stored.event.type} event (commit {stored.oid[:10]}) appeared in its "
+                    "log that this runner did not write"
+                )
+        for stored in fresh:
             self.state = evolve(self.state, stored.event)
             self.observer.event(stored, self.state)
         self.tip = tip
         self.cache.put(self.slug, tip, self.state)
         return self.state
+
+    def _branch_ref(self) -> str:
+        return f"refs/heads/{self.state.branch}"
+
+    def _check_branch(self) -> None:
+        if not self._had_branch:
+            self._had_branch = self._branch_ref() in self.repo.references
+        elif self._branch_ref() not in self.repo.references:
+            raise self._tampered(f"its branch {self.state.branch} was deleted")
+
+    def _tampered(self, what: str) -> LogTamperedError:
+        return LogTamperedError(
+            f"build {self.slug} stopped: {what}, while this runner held it (something other "
+            "than agentrun wrote to the repository's refs); nothing was appended on top: "
+            f"inspect it with `git agentrun log {self.slug}`"
+        )
 
     def append(self, drafts: Sequence[Draft], fact: bool = True) -> BuildState:
         """Append ``drafts`` atomically.
@@ -75,9 +144,17 @@ class BuildHandle:
                     raise
                 continue
             for item in stored:
+                self.written.add(item.oid)
                 self.state = evolve(self.state, item.event)
                 self.observer.event(item, self.state)
             self.tip = tip.oid
             self.cache.put(self.slug, self.tip, self.state)
             return self.state
         raise ConcurrentUpdateError(f"the log of {self.slug} kept moving; run the build again")
+
+
+def _from_others(event: Event) -> bool:
+    """An event that someone besides the lease holder may append."""
+    if event.type not in FROM_OTHERS:
+        return False
+    return not isinstance(event.actor, KernelActor) or event.type in KERNEL_FROM_OTHERS

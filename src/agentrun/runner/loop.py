@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from agentrun.events import (
     BuildPaused,
     BuildResumed,
     EscalationRaised,
+    ObservationRecorded,
     PhaseFailed,
     RunnerAttached,
     RunnerSetupFailed,
@@ -51,7 +53,7 @@ from agentrun.kernel.decide import (
 )
 from agentrun.kernel.state import BuildState
 from agentrun.runner.basecheck import base_moved
-from agentrun.runner.build import BuildHandle, Observer, Silent
+from agentrun.runner.build import BuildHandle, LogTamperedError, Observer, Silent
 from agentrun.runner.checks import run_check, run_finalize_step, skip_verify
 from agentrun.runner.deadline import TIME_LIMIT, Deadline
 from agentrun.runner.publish import Publisher
@@ -117,6 +119,12 @@ class Runner:
         remote = self._remote
         try:
             outcome = self._loop(lease, beat, acknowledge_only)
+        except LogTamperedError:
+            # What is in the log now is not ours to publish: release, push nothing.
+            if remote is not None:
+                with contextlib.suppress(AgentrunError):
+                    remote.close(push=False)
+            raise
         except KeyboardInterrupt:
             if not self._deadline.fired:
                 self._close_quietly()
@@ -175,6 +183,7 @@ class Runner:
                 continue  # someone appended between our read and our write: re-decide
             publisher.sync_status()
             if self._remote is not None:
+                build.refresh()  # nothing is pushed that this runner did not check
                 self._remote.boundary(build)
 
     def _attach(self, build: BuildHandle) -> None:
@@ -228,16 +237,19 @@ class Runner:
             ack = {"pause": BuildPaused, "resume": BuildResumed, "abort": BuildAborted}[control]
             build.append([Draft(ack(reason=f"acknowledged by {self.instance}"))])
         elif isinstance(decision, RunPhase | RunAgentVerify):
-            self._with_workspace(build, workspace, lambda: sessions.run(decision))
+            self._with_workspace(build, workspace, decision, lambda: sessions.run(decision))
         elif isinstance(decision, RunCheck):
-            self._with_workspace(build, workspace, lambda: run_check(build, workspace, decision))
+            self._with_workspace(
+                build, workspace, decision, lambda: run_check(build, workspace, decision)
+            )
         elif isinstance(decision, RunFinalizeStep):
             if decision.command is None and not decision.give_up:
-                self._with_workspace(build, workspace, lambda: sessions.run(decision))
+                self._with_workspace(build, workspace, decision, lambda: sessions.run(decision))
             else:
                 self._with_workspace(
                     build,
                     workspace,
+                    decision,
                     lambda: run_finalize_step(build, workspace, decision),
                 )
         elif isinstance(decision, SkipVerify):
@@ -281,11 +293,67 @@ class Runner:
         return True
 
     def _with_workspace(
-        self, build: BuildHandle, workspace: Workspace, work: Callable[[], None]
+        self,
+        build: BuildHandle,
+        workspace: Workspace,
+        decision: RunPhase | RunAgentVerify | RunCheck | RunFinalizeStep,
+        work: Callable[[], None],
     ) -> None:
         try:
             workspace.prepare(build.state.head)
         except RuntimeSetupError as exc:
             build.append([Draft(RunnerSetupFailed(error=str(exc)))])
             return
+        before = user_refs(self.repo)
         work()
+        self._report_moved(build, before, _phase_of(decision))
+
+    def _report_moved(self, build: BuildHandle, before: dict[str, str], phase: str) -> None:
+        """A user branch or HEAD that moved while agents ran: said, and kept in the log.
+
+        agentrun never writes there; without isolation an agent can. Not stopped: the
+        person may have committed meanwhile themselves.
+        """
+        after = user_refs(self.repo)
+        moved = [
+            f"{name.removeprefix('refs/heads/')} ({_short(before.get(name))} -> "
+            f"{_short(after.get(name))})"
+            for name in sorted(set(before) | set(after))
+            if before.get(name) != after.get(name)
+        ]
+        if not moved:
+            return
+        text = (
+            f"during {phase}, {', '.join(moved)} moved; agentrun never writes there: "
+            "check that the change is yours"
+        )
+        print(f"agentrun: build {self.slug}: {text}", file=sys.stderr, flush=True)
+        build.append([Draft(ObservationRecorded(phase=phase, text=text))])
+
+
+def user_refs(repo: pygit2.Repository) -> dict[str, str]:
+    """The user's own branches (outside ``agentrun/``) and what HEAD points at."""
+    found = {}
+    for name in repo.references:
+        if name.startswith("refs/heads/") and not name.startswith("refs/heads/agentrun/"):
+            ref = repo.references.get(name)
+            if ref is not None:
+                found[name] = str(ref.target)
+    head = repo.references.get("HEAD")
+    if head is not None:
+        found["HEAD"] = str(head.target)
+    return found
+
+
+def _short(target: str | None) -> str:
+    if target is None:
+        return "deleted"
+    return target.removeprefix("refs/heads/") if target.startswith("refs/") else target[:10]
+
+
+def _phase_of(decision: RunPhase | RunAgentVerify | RunCheck | RunFinalizeStep) -> str:
+    if isinstance(decision, RunPhase):
+        return f"{decision.phase}@{decision.round}"
+    if isinstance(decision, RunFinalizeStep):
+        return f"finalize:{decision.step}"
+    return f"verify:{decision.step}@{decision.round}"

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pygit2
 
+from agentrun import gitcli
 from agentrun.agent.context import SCRATCH, ensure_scratch
 from agentrun.config import Config
 from agentrun.errors import GuardError, RuntimeSetupError
 from agentrun.gitrepo import (
     WALK_NEWEST_FIRST,
     blob_data,
-    child_env,
     signature,
     tree_at,
     worktrees_dir,
@@ -120,22 +120,15 @@ class Workspace:
         self.repo.add_worktree(self.slug, str(self.path), self.repo.references[self.branch_ref])
 
     def _git(self, *args: str) -> str:
-        out = subprocess.run(
-            ["git", *args],
-            cwd=self.path,
-            env=child_env(),
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        return out.stdout
+        return gitcli.run(args, cwd=self.path, check=True).stdout
 
     def start_merge(self, base: str) -> tuple[str, ...]:
         """Merge ``base`` into the worktree without committing; the paths left in conflict."""
         try:
             self._git("merge", "--no-commit", "--no-ff", "--no-edit", base)
         except subprocess.CalledProcessError as exc:
-            conflicted = self._git("diff", "--name-only", "--diff-filter=U").split()
+            unmerged = ("diff", "--no-ext-diff", "--name-only", "--diff-filter=U")
+            conflicted = self._git(*unmerged).split()
             if not conflicted:
                 detail = (exc.stderr or exc.stdout or "").strip()
                 raise RuntimeSetupError(

@@ -12,13 +12,13 @@ import os
 import re
 import shutil
 import socket
-import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import pygit2
 
+from agentrun import gitcli
 from agentrun.errors import (
     ConcurrentUpdateError,
     DiskFullError,
@@ -32,7 +32,6 @@ from agentrun.gitrepo import (
     WALK_NEWEST_FIRST,
     WALK_OLDEST_FIRST,
     blob_data,
-    child_env,
     commit_at,
     common_dir,
     empty_tree,
@@ -288,13 +287,8 @@ def move_ref(repo: pygit2.Repository, name: str, new: str, old: str | None) -> N
 
 def delete_ref(repo: pygit2.Repository, name: str, old: str) -> None:
     """Delete ``name`` only if it still points at ``old`` (checked under the ref's lock)."""
-    done = subprocess.run(
-        ["git", f"--git-dir={common_dir(repo)}", "update-ref", "-d", name, old],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=child_env(),
-    )
+    where = common_dir(repo)
+    done = gitcli.run([f"--git-dir={where}", "update-ref", "-d", name, old], cwd=where)
     if done.returncode != 0:
         full = disk_full(repo, name, done.stderr)
         if full is not None:
@@ -311,13 +305,8 @@ def _create_ref(repo: pygit2.Repository, name: str, new: str) -> None:
     the lock. Creation is rare (a new build, lease or proposal), so the process is
     affordable here and nowhere else.
     """
-    done = subprocess.run(
-        ["git", f"--git-dir={common_dir(repo)}", "update-ref", name, new, ""],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=child_env(),
-    )
+    where = common_dir(repo)
+    done = gitcli.run([f"--git-dir={where}", "update-ref", name, new, ""], cwd=where)
     if done.returncode != 0:
         full = disk_full(repo, name, done.stderr)
         if full is not None:

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pygit2
 
+from agentrun import gitcli
 from agentrun.errors import AgentrunError
 from agentrun.events import encode
-from agentrun.gitrepo import child_env, commit_at, common_dir
+from agentrun.gitrepo import commit_at, common_dir
 from agentrun.store.archive import ARCHIVE_REF, archived, merge_archives
 from agentrun.store.log import EventLog, build_ref, move_ref
 from agentrun.store.notes import NOTES_REF
@@ -48,19 +49,12 @@ class RefUpdate:
 
 
 def run_git(
-    argv: Sequence[str], cwd: Path, env: Mapping[str, str]
+    args: Sequence[str], cwd: Path, base: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str] | None:
-    """Run git; ``None`` when it could not be started or ran past ``REMOTE_TIMEOUT``."""
+    """``git ARGS`` (hardened, see ``gitcli``); ``None`` when it could not be started or ran
+    past ``REMOTE_TIMEOUT``. ``base``: the environment to pick from (default: ours)."""
     try:
-        return subprocess.run(
-            list(argv),
-            cwd=cwd,
-            env=dict(env),
-            capture_output=True,
-            text=True,
-            timeout=REMOTE_TIMEOUT,
-            stdin=subprocess.DEVNULL,
-        )
+        return gitcli.run(args, cwd=cwd, timeout=REMOTE_TIMEOUT, base=base)
     except (OSError, subprocess.TimeoutExpired):
         return None
 
@@ -69,14 +63,15 @@ def push_atomic(
     remote: str,
     updates: Sequence[RefUpdate],
     cwd: Path,
-    env: Mapping[str, str],
-    git: Sequence[str] = ("git",),
+    base: Mapping[str, str] | None = None,
+    git_dir: Path | None = None,
 ) -> subprocess.CompletedProcess[str] | None:
     """One ``git push --atomic --no-verify`` of explicit refs, each compare-and-swap."""
     leases = [f"--force-with-lease={u.ref}:{u.expected or ''}" for u in updates]
     refspecs = [f"{u.new}:{u.ref}" for u in updates]
-    argv = [*git, "push", "--atomic", "--no-verify", "--quiet", remote, *leases, *refspecs]
-    return run_git(argv, cwd, env)
+    where = [f"--git-dir={git_dir}"] if git_dir is not None else []
+    argv = [*where, "push", "--atomic", "--no-verify", "--quiet", remote, *leases, *refspecs]
+    return run_git(argv, cwd, base)
 
 
 def last_line(text: str) -> str:
@@ -105,15 +100,14 @@ class Remote:
         self._dir = common_dir(repo)
 
     def git(self, *args: str) -> subprocess.CompletedProcess[str]:
-        done = run_git(["git", f"--git-dir={self._dir}", *args], self._dir, child_env())
+        done = run_git([f"--git-dir={self._dir}", *args], self._dir)
         if done is None or done.returncode != 0:
             why = last_line(done.stderr if done else "") or "no answer"
             raise SyncError(f"`git {args[0]}` with {self.name} failed ({why})")
         return done
 
     def push(self, updates: Sequence[RefUpdate]) -> subprocess.CompletedProcess[str] | None:
-        git = ("git", f"--git-dir={self._dir}")
-        return push_atomic(self.name, updates, self._dir, child_env(), git)
+        return push_atomic(self.name, updates, self._dir, git_dir=self._dir)
 
     def ls(self, *patterns: str) -> dict[str, str]:
         found = {}
