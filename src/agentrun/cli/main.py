@@ -523,25 +523,21 @@ def hook() -> None:
 
 
 @hook.command("install")
-@click.option(
-    "--force",
-    is_flag=True,
-    help="Replace a pre-push hook that is not agentrun's (kept as pre-push.agentrun-backup).",
-)
-def hook_install(force: bool) -> None:
+def hook_install() -> None:
     """Install the pre-push hook (honours core.hooksPath).
 
-    Where git-agentrun is not on PATH, the hook refuses pushes of build branches
-    unless AGENTRUN_HOOK_OPTIONAL=1 is set.
+    A pre-push hook already there (git-lfs's, say) is chained: it runs first, with the
+    same arguments and input, and its refusal stops the push. Where git-agentrun is not
+    on PATH, the hook refuses pushes of build branches unless AGENTRUN_HOOK_OPTIONAL=1.
     """
     from agentrun.hook.install import install
 
-    click.echo(install(Path.cwd(), force).message)
+    click.echo(install(Path.cwd()).message)
 
 
 @hook.command("uninstall")
 def hook_uninstall() -> None:
-    """Remove the pre-push hook, putting back the one `install --force` kept."""
+    """Remove the pre-push hook, putting back the one it chained."""
     from agentrun.hook.install import uninstall
 
     click.echo(uninstall(Path.cwd()).message)
