@@ -588,18 +588,17 @@ def hook_pre_push(ctx: click.Context, remote: str | None, url: str | None) -> No
 def action(config_path: str, time_limit: float | None, label: str, remote: str) -> None:
     """Act on the GitHub Actions event of this job (GITHUB_EVENT_NAME, GITHUB_EVENT_PATH).
 
-    Writes slug, pr-url and state to $GITHUB_OUTPUT when it is set.
+    Writes slug, pr-url and state to $GITHUB_OUTPUT when it is set, on an error too.
     """
-    from agentrun.commands.action import GitHubEvent
+    from agentrun.commands.action import GitHubEvent, outputs_written
     from agentrun.commands.action import action as act
     from agentrun.commands.build import deadline
 
-    event = GitHubEvent.from_env(os.environ)
-    result = act(_repo(), event, config_path, remote, deadline(time_limit), label or None)
+    with outputs_written(os.environ) as result:
+        event = GitHubEvent.from_env(os.environ)
+        act(_repo(), event, config_path, remote, deadline(time_limit), label or None, result)
     for line in result.lines:
         click.echo(line)
-    if event.output is not None:
-        result.write_outputs(event.output)
 
 
 def main() -> None:
