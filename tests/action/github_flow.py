@@ -77,9 +77,15 @@ def commented(
     return payload
 
 
-def reviewed(number: int, review_id: int, state: str, body: str, login: str) -> dict[str, Any]:
+def reviewed(
+    number: int, review_id: int, state: str, body: str, login: str, head: str | None
+) -> dict[str, Any]:
+    """A review on pull request ``number`` whose branch is ``head`` (``None``: the branch
+    of GitHub's example, ``changes``)."""
     payload = example("pull_request_review", "submitted")
     payload["pull_request"]["number"] = number
+    if head is not None:
+        payload["pull_request"]["head"]["ref"] = head
     payload["review"].update(id=review_id, state=state, body=body)
     payload["review"]["user"]["login"] = login
     payload["sender"]["login"] = login

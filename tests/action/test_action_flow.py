@@ -78,7 +78,8 @@ def test_label_question_answer_draft_checks_ready_then_review(site: Site) -> Non
     permissions(site.api, {"maintainer": "write"})
     reviews(site.api, PR, [(5001, "maintainer", "CHANGES_REQUESTED", "Greet in French too")])
     third = site.job(
-        "pull_request_review", reviewed(PR, 5001, "changes_requested", "…", "maintainer")
+        "pull_request_review",
+        reviewed(PR, 5001, "changes_requested", "…", "maintainer", f"agentrun/{SLUG}"),
     )
     must(third.run())
 

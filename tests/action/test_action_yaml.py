@@ -1,13 +1,24 @@
-"""action.yml and the example workflow: the inputs, outputs, triggers and permissions."""
+"""action.yml and the example workflow: inputs, outputs, triggers, permissions, pins, and
+what zizmor and actionlint say about them."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+ACTION = ROOT / "action.yml"
+EXAMPLE = ROOT / "examples" / "github" / "agentrun.yml"
+BIN = Path(sys.executable).parent  # the test venv, where the test extra put the linters
+BOT = ("github-actions[bot]", "41898282+github-actions[bot]@users.noreply.github.com")
+# `uses: owner/repo@<40 hex> # v1.2.3`: the commit, and the version a reader can check.
+PINNED = re.compile(r"^\s*-?\s*uses: ([\w.-]+/[\w./-]+)@([0-9a-f]{40}) # (v\d+\.\d+\.\d+)$")
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -16,8 +27,12 @@ def load(path: Path) -> dict[str, Any]:
     return data
 
 
+def uses_lines(path: Path) -> list[str]:
+    return [line for line in path.read_text().splitlines() if re.match(r"^\s*-?\s*uses:", line)]
+
+
 def test_the_action_installs_this_package_and_runs_the_action_command() -> None:
-    action = load(ROOT / "action.yml")
+    action = load(ACTION)
     assert set(action["inputs"]) == {
         "github-token",
         "label",
@@ -25,6 +40,8 @@ def test_the_action_installs_this_package_and_runs_the_action_command() -> None:
         "anthropic-api-key",
         "openai-api-key",
         "timeout-minutes",
+        "committer-name",
+        "committer-email",
     }
     assert action["inputs"]["github-token"]["default"] == "${{ github.token }}"
     assert action["inputs"]["config"]["default"] == ".agentrun.toml"
@@ -37,18 +54,70 @@ def test_the_action_installs_this_package_and_runs_the_action_command() -> None:
     install = next(s for s in scripts if "pip install" in s)
     assert "$ACTION_PATH" in install
     step = next(s for s in runs["steps"] if s.get("id") == "agentrun")
-    assert step["run"].startswith("git agentrun action ")
     env = step["env"]
     # Credentials reach the step as environment variables (secrets), never as arguments.
     assert env["ANTHROPIC_API_KEY"] == "${{ inputs.anthropic-api-key }}"
     assert env["OPENAI_API_KEY"] == "${{ inputs.openai-api-key }}"
-    assert env["GITHUB_TOKEN"] == "${{ inputs.github-token }}"
     assert env["AGENTRUN_LABEL"] == "${{ inputs.label }}"
-    assert "inputs." not in step["run"]
+    assert not any("inputs." in s or "github." in s for s in scripts)  # no template injection
+
+
+def test_the_token_reaches_agentrun_on_a_descriptor_and_no_environment_keeps_it() -> None:
+    step = next(s for s in load(ACTION)["runs"]["steps"] if s.get("id") == "agentrun")
+    assert step["env"]["AGENTRUN_TOKEN"] == "${{ inputs.github-token }}"
+    assert "GITHUB_TOKEN" not in step["env"]
+    lines = [line.strip() for line in step["run"].splitlines()]
+    assert lines[:2] == ['exec 3<<<"$AGENTRUN_TOKEN"', "unset AGENTRUN_TOKEN"]
+    assert lines[2].startswith("AGENTRUN_TOKEN_FD=3 exec git agentrun action ")
+
+
+def test_the_shell_step_leaves_no_environment_holding_the_token(tmp_path: Path) -> None:
+    """Run the step's script as Actions would, with git-agentrun replaced by a probe that
+    reports every environment it can see up its own process tree and what fd 3 holds."""
+    step = next(s for s in load(ACTION)["runs"]["steps"] if s.get("id") == "agentrun")
+    probe = tmp_path / "git"
+    probe.write_text(
+        "#!/bin/sh\n"
+        'for pid in $$ $PPID; do tr "\\0" "\\n" </proc/$pid/environ; done >"$OUT/environ"\n'
+        'cat <&3 >"$OUT/fd3"\n'
+        'echo "$@" >"$OUT/argv"\n'
+    )
+    probe.chmod(0o755)
+    token = "ghs_" + "Q" * 36
+    env = {
+        "PATH": f"{tmp_path}:/usr/bin:/bin",
+        "OUT": str(tmp_path),
+        "AGENTRUN_TOKEN": token,
+        "AGENTRUN_CONFIG": ".agentrun.toml",
+        "AGENTRUN_TIME_LIMIT": "300",
+    }
+    done = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "fd3").read_text() == token + "\n"
+    environ = (tmp_path / "environ").read_text()
+    assert "AGENTRUN_TOKEN_FD=3" in environ
+    assert token not in environ
+    assert (tmp_path / "argv").read_text().startswith("agentrun action --config .agentrun.toml")
+
+
+def test_the_commit_identity_defaults_to_the_actions_bot() -> None:
+    action = load(ACTION)
+    inputs = action["inputs"]
+    assert (inputs["committer-name"]["default"], inputs["committer-email"]["default"]) == BOT
+    env = next(s for s in action["runs"]["steps"] if s.get("id") == "agentrun")["env"]
+    for prefix in ("AGENTRUN_COMMITTER", "GIT_AUTHOR", "GIT_COMMITTER"):
+        assert env[f"{prefix}_NAME"] == "${{ inputs.committer-name }}"
+        assert env[f"{prefix}_EMAIL"] == "${{ inputs.committer-email }}"
 
 
 def test_the_example_workflow_triggers_permissions_and_concurrency() -> None:
-    flow = load(ROOT / "examples" / "github" / "agentrun.yml")
+    flow = load(EXAMPLE)
     on = flow.get("on", flow.get(True))  # YAML 1.1 reads a bare `on` as true
     assert on["issues"] == {"types": ["labeled"]}
     assert on["issue_comment"] == {"types": ["created"]}
@@ -56,25 +125,103 @@ def test_the_example_workflow_triggers_permissions_and_concurrency() -> None:
     assert on["pull_request"] == {"types": ["closed"]}
     assert on["schedule"][0]["cron"]
     assert "workflow_dispatch" in on
-    assert flow["permissions"] == {
-        "contents": "write",
-        "pull-requests": "write",
-        "issues": "write",
-        "statuses": "write",
-    }
+    assert flow["permissions"] == {}  # nothing at the workflow level: the job says
     concurrency = flow["concurrency"]
     assert "github.event.issue.number" in concurrency["group"]
     assert "github.event.pull_request.number" in concurrency["group"]
     assert concurrency["cancel-in-progress"] is False
     (job,) = flow["jobs"].values()
+    assert job["permissions"] == {
+        "contents": "write",
+        "pull-requests": "write",
+        "issues": "write",
+        "statuses": "write",
+    }
     assert "github.event.label.name == 'agentrun'" in job["if"]
     assert "contains(github.event.comment.body, '/agentrun')" in job["if"]
-    checkout, fetch, agentrun = job["steps"]
+    for event in ("pull_request", "pull_request_review"):
+        assert (
+            f"(github.event_name != '{event}' || "
+            "startsWith(github.event.pull_request.head.ref, 'agentrun/'))"
+        ) in job["if"]
+    checkout, agentrun = job["steps"]  # no step of its own fetches the build logs
     assert checkout["uses"].startswith("actions/checkout@")
-    assert checkout["with"]["fetch-depth"] == 0
-    assert "refs/agentrun/*" in fetch["run"]
+    assert checkout["with"] == {"fetch-depth": 0, "persist-credentials": False}
+    assert not any("refs/agentrun" in str(step.get("run", "")) for step in job["steps"])
     assert "agentrun" in agentrun["uses"]
     secrets = [v for v in agentrun["with"].values() if "secrets." in str(v)]
     assert secrets == ["${{ secrets.ANTHROPIC_API_KEY }}"]  # one secret to add
     # The job outlives agentrun's own limit, so a build stops at a boundary, resumable.
     assert int(agentrun["with"]["timeout-minutes"]) < int(job["timeout-minutes"])
+
+
+def test_every_action_used_is_pinned_by_commit_with_its_version() -> None:
+    found = {}
+    for path in (ACTION, EXAMPLE):
+        for line in uses_lines(path):
+            if "OWNER/agentrun@" in line:
+                continue  # the placeholder a user replaces (see the next test)
+            match = PINNED.match(line)
+            assert match, f"{path.name}: {line.strip()!r} is not pinned by commit # version"
+            found[match.group(1)] = (match.group(2), match.group(3))
+    assert found == {
+        "actions/setup-python": ("e797f83bcb11b83ae66e0230d6156d7c80228e7c", "v6.0.0"),
+        "actions/checkout": ("08c6903cd8c0fde910a37f88322edcfb5dd907a8", "v5.0.0"),
+    }
+
+
+def test_the_example_says_how_to_pin_agentrun_itself() -> None:
+    (line,) = [line for line in uses_lines(EXAMPLE) if "agentrun@" in line]
+    assert line.strip() == "- uses: OWNER/agentrun@v0"
+    text = EXAMPLE.read_text()
+    assert "`OWNER/agentrun@<commit> # v0.1.0`" in text
+    assert "`OWNER/agentrun@<commit> # v0.1.0`" in (ROOT / "README.md").read_text()
+
+
+def lint(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def zizmor(*files: Path) -> subprocess.CompletedProcess[str]:
+    config = ROOT / "zizmor.yml"
+    return lint(str(BIN / "zizmor"), "--offline", "--config", str(config), *map(str, files))
+
+
+def actionlint(*files: Path) -> subprocess.CompletedProcess[str]:
+    shellcheck = f"--shellcheck={BIN / 'shellcheck'}"
+    return lint(str(BIN / "jactionlint"), "--profile", "correctness", shellcheck, *map(str, files))
+
+
+def test_zizmor_and_actionlint_find_nothing() -> None:
+    found = zizmor(ACTION, EXAMPLE)
+    assert found.returncode == 0, found.stdout + found.stderr
+    assert "No findings to report" in found.stdout
+    found = actionlint(ACTION, EXAMPLE)
+    assert (found.returncode, found.stdout) == (0, ""), found.stdout + found.stderr
+    assert "shellcheck was not found" not in found.stderr  # the run: steps were checked
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "tool", "said"),
+    [
+        # An input spliced into the script: code injection for whoever sets the input.
+        (
+            'git agentrun action --config "$AGENTRUN_CONFIG"',
+            "git agentrun action --config ${{ inputs.config }}",
+            "zizmor",
+            "template-injection",
+        ),
+        ("# v6.0.0", "# v6.0.0\n      with: {python-version: [3]}", "actionlint", "python-version"),
+        ("unset AGENTRUN_TOKEN", "unset AGENTRUN_TOKEN; echo $UNQUOTED", "actionlint", "SC2086"),
+    ],
+)
+def test_the_linters_catch_what_they_are_here_for(
+    tmp_path: Path, old: str, new: str, tool: str, said: str
+) -> None:
+    broken = tmp_path / "action.yml"
+    text = ACTION.read_text()
+    assert old in text
+    broken.write_text(text.replace(old, new, 1))
+    found = zizmor(broken) if tool == "zizmor" else actionlint(broken)
+    assert found.returncode != 0
+    assert said in found.stdout, found.stdout + found.stderr

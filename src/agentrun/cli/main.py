@@ -546,25 +546,21 @@ def hook() -> None:
 
 
 @hook.command("install")
-@click.option(
-    "--force",
-    is_flag=True,
-    help="Replace a pre-push hook that is not agentrun's (kept as pre-push.agentrun-backup).",
-)
-def hook_install(force: bool) -> None:
+def hook_install() -> None:
     """Install the pre-push hook (honours core.hooksPath).
 
-    Where git-agentrun is not on PATH, the hook refuses pushes of build branches
-    unless AGENTRUN_HOOK_OPTIONAL=1 is set.
+    A pre-push hook already there (git-lfs's, say) is chained: it runs first, with the
+    same arguments and input, and its refusal stops the push. Where git-agentrun is not
+    on PATH, the hook refuses pushes of build branches unless AGENTRUN_HOOK_OPTIONAL=1.
     """
     from agentrun.hook.install import install
 
-    click.echo(install(Path.cwd(), force).message)
+    click.echo(install(Path.cwd()).message)
 
 
 @hook.command("uninstall")
 def hook_uninstall() -> None:
-    """Remove the pre-push hook, putting back the one `install --force` kept."""
+    """Remove the pre-push hook, putting back the one it chained."""
     from agentrun.hook.install import uninstall
 
     click.echo(uninstall(Path.cwd()).message)
@@ -616,18 +612,17 @@ def hook_pre_push(ctx: click.Context, remote: str | None, url: str | None) -> No
 def action(config_path: str, time_limit: float | None, label: str, remote: str) -> None:
     """Act on the GitHub Actions event of this job (GITHUB_EVENT_NAME, GITHUB_EVENT_PATH).
 
-    Writes slug, pr-url and state to $GITHUB_OUTPUT when it is set.
+    Writes slug, pr-url and state to $GITHUB_OUTPUT when it is set, on an error too.
     """
-    from agentrun.commands.action import GitHubEvent
+    from agentrun.commands.action import GitHubEvent, outputs_written
     from agentrun.commands.action import action as act
     from agentrun.commands.build import deadline
 
-    event = GitHubEvent.from_env(os.environ)
-    result = act(_repo(), event, config_path, remote, deadline(time_limit), label or None)
+    with outputs_written(os.environ) as result:
+        event = GitHubEvent.from_env(os.environ)
+        act(_repo(), event, config_path, remote, deadline(time_limit), label or None, result)
     for line in result.lines:
         click.echo(line)
-    if event.output is not None:
-        result.write_outputs(event.output)
 
 
 def main() -> None:

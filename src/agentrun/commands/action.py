@@ -3,9 +3,10 @@
 - ``issues.labeled`` with the trigger label creates the issue's build (one per issue:
   a second label event, or a build another job already pushed, resumes it).
 - ``issue_comment.created`` and ``pull_request_review.submitted`` steer the build of
-  that issue or pull request. Every job reads *all* comments and reviews since the
-  build's ``forge.cursor``, not only the one that triggered it: GitHub keeps only the
-  newest pending job of a concurrency group and cancels the others.
+  that issue or pull request (a review only on a build's ``agentrun/*`` branch). Every
+  job reads *all* comments and reviews since the build's ``forge.cursor``, not only the
+  one that triggered it: GitHub keeps only the newest pending job of a concurrency group
+  and cancels the others.
 - ``pull_request.closed`` on a build's pull request (merged or not) archives the build;
   ``schedule`` / ``workflow_dispatch`` do the same for pull requests closed meanwhile,
   steer every open build, then sweep.
@@ -13,13 +14,16 @@
 The config is read from the base branch as fetched from the remote, never from the
 working tree (which may be a pull request's). Commands are accepted only from people
 with write permission or above, asked of the API; bots only when the config lists them.
+``$GITHUB_OUTPUT`` gets ``slug``, ``pr-url`` and ``state`` however the job ends
+(``outputs_written``), so a workflow can report a failed job's build.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,12 +47,11 @@ TITLE_LIMIT = 300
 
 @dataclass(frozen=True)
 class GitHubEvent:
-    """What the Actions runner tells a step: the event, its payload, where outputs go."""
+    """What the Actions runner tells a step: the event and its payload."""
 
     name: str
     payload: dict[str, Any]
     repository: str  # owner/name
-    output: Path | None = None
     ref_name: str = ""  # GITHUB_REF_NAME: the default branch for ``schedule``
 
     @classmethod
@@ -74,9 +77,7 @@ class GitHubEvent:
             payload = loaded
         elif name not in ("schedule", "workflow_dispatch"):
             raise AgentrunError(f"GITHUB_EVENT_PATH is not set for a {name} event")
-        output = environ.get("GITHUB_OUTPUT")
-        ref_name = environ.get("GITHUB_REF_NAME", "")
-        return cls(name, payload, repository, Path(output) if output else None, ref_name)
+        return cls(name, payload, repository, environ.get("GITHUB_REF_NAME", ""))
 
 
 @dataclass
@@ -97,6 +98,19 @@ class ActionResult:
                 out.write(f"{key}={value}\n")
 
 
+@contextmanager
+def outputs_written(environ: Mapping[str, str]) -> Iterator[ActionResult]:
+    """The job's result, written to ``$GITHUB_OUTPUT`` (when set) however the job ends:
+    on an error too, with what was known of the build by then (empty values before)."""
+    result = ActionResult()
+    try:
+        yield result
+    finally:
+        path = environ.get("GITHUB_OUTPUT")
+        if path:
+            result.write_outputs(Path(path))
+
+
 def action(
     repo: pygit2.Repository,
     event: GitHubEvent,
@@ -104,10 +118,12 @@ def action(
     remote: str = "origin",
     stop_at: float | None = None,
     label: str | None = None,
+    result: ActionResult | None = None,
 ) -> ActionResult:
     """Act on one event; ``stop_at`` is a ``time.monotonic()`` deadline for the runner,
-    ``label`` the trigger label when it is not the config's."""
-    job = Job(repo, event, config_path, remote, stop_at, label)
+    ``label`` the trigger label when it is not the config's; ``result`` is filled in as
+    the job goes (the caller keeps what it holds when the job raises)."""
+    job = Job(repo, event, config_path, remote, stop_at, label, result or ActionResult())
     handlers: dict[str, Callable[[], ActionResult]] = {
         "issues": job.labeled,
         "issue_comment": job.commented,
@@ -118,7 +134,7 @@ def action(
     }
     handler = handlers.get(event.name)
     if handler is None:
-        return ActionResult([f"agentrun does not act on {event.name} events; nothing to do"])
+        return job._say(f"agentrun does not act on {event.name} events; nothing to do")
     return handler()
 
 
@@ -133,12 +149,13 @@ class Job:
         remote: str,
         stop_at: float | None,
         label: str | None,
+        result: ActionResult,
     ) -> None:
         self.repo, self.event, self.remote, self.stop_at = repo, event, remote, stop_at
         self.config_path, self.label = config_path, label
         self._config: Config | None = None
         self.log, self.cache = EventLog(repo), StateCache(repo)
-        self.result = ActionResult()
+        self.result = result
         self.steering = Steering(
             repo, self._open_forge, lambda: self.config.forge.allow_bots, self._say
         )
@@ -190,11 +207,22 @@ class Job:
         return self._run(state.slug)
 
     def reviewed(self) -> ActionResult:
+        from agentrun.forge.github import BRANCH_PREFIX
+
         payload = self.event.payload
         review = payload.get("review") or {}
-        number = int((payload.get("pull_request") or {}).get("number", 0))
+        pull = payload.get("pull_request") or {}
+        number = int(pull.get("number", 0))
         if payload.get("action") != "submitted":
             return self._say(f"ignored: pull_request_review {payload.get('action')}")
+        # Builds publish only from their own branches: a review elsewhere steers nothing,
+        # whatever the pull request's number (nothing is fetched or asked of the API).
+        head = str((pull.get("head") or {}).get("ref", ""))
+        if not head.startswith(BRANCH_PREFIX):
+            return self._say(
+                f"pull request #{number} is not an agentrun build's (its branch {head!r} is "
+                f"not {BRANCH_PREFIX}*); nothing to do"
+            )
         self.steering.note_bot(review.get("user"))
         self._pull()
         state = self._proposal_build(number)
@@ -277,6 +305,7 @@ class Job:
 
     def _steer(self, state: BuildState) -> None:
         """Steer one build; push what that appended, so it stays when the job runs nothing."""
+        self.result.show(state)  # what the outputs say if steering raises
         if self.steering.steer(state):
             self._push()
 
@@ -351,8 +380,8 @@ class Job:
         from agentrun.runner.loop import Runner
 
         state = load_state(self.log, self.cache, slug)[1]
+        self.result.show(state)  # what the outputs say if the run raises
         if isinstance(decide(state), Wait):
-            self.result.show(state)
             return self._say(f"build {slug} is {state.state_name}; nothing to run")
         try:
             outcome = Runner(self.repo, slug, remote=self.remote, stop_at=self.stop_at).run()

@@ -1,9 +1,10 @@
 """Installing the pre-push hook into the repository's hooks folder, and removing it.
 
 The folder is the one git runs hooks from: ``git rev-parse --git-path hooks`` honours
-``core.hooksPath`` and linked worktrees. A pre-push hook that is not agentrun's is
-replaced only with ``--force``, and then kept as ``pre-push.agentrun-backup``, which
-``uninstall`` puts back.
+``core.hooksPath`` and linked worktrees. A pre-push hook that is not agentrun's (git-lfs
+installs one) is never disabled: it moves to ``pre-push.agentrun-chained``, which the shim
+runs first with the same arguments and input (its refusal stops the push), and
+``uninstall`` puts it back as it was, bytes and mode.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from agentrun.errors import AgentrunError, NotARepositoryError
 
 HOOK = "pre-push"
 MARKER = "agentrun-pre-push-hook"
-BACKUP_SUFFIX = ".agentrun-backup"
+CHAINED = HOOK + ".agentrun-chained"  # the shim (templates/pre-push) runs this name
+OLD_BACKUP = HOOK + ".agentrun-backup"  # where `install --force` of 0.1.0 set a hook aside
 
 
 class HookInstallError(AgentrunError):
@@ -66,48 +68,53 @@ def is_ours(path: Path) -> bool:
         return False
 
 
-def install(cwd: Path, force: bool = False) -> Done:
-    """Write the shim as the pre-push hook; an older copy of ours is simply replaced."""
+def install(cwd: Path) -> Done:
+    """Write the shim as the pre-push hook, chaining the hook that was there; an older
+    copy of ours is simply replaced (an upgrade), and a hook an older agentrun set aside
+    is chained from now on."""
     folder = hooks_dir(cwd)
-    path = folder / HOOK
-    backup = folder / (HOOK + BACKUP_SUFFIX)
-    kept = ""
-    if (path.exists() or path.is_symlink()) and not is_ours(path):
-        if not force:
+    path, chained = folder / HOOK, folder / CHAINED
+    said = ""
+    if _present(path) and not is_ours(path):
+        if _present(chained):
             raise HookInstallError(
-                f"{path} is a pre-push hook that is not agentrun's; left as it is. "
-                + _alternative(path)
-                + f"Rerun with --force to replace it (it is kept as {backup.name})"
+                f"{path} is not agentrun's hook, and {chained} already holds the hook "
+                "agentrun chains: move one of them away first, so that neither is lost"
             )
-        if backup.exists() or backup.is_symlink():
-            raise HookInstallError(
-                f"{backup} already holds an earlier hook; move it away first, so that "
-                "neither hook is lost"
-            )
-        path.rename(backup)
-        kept = f"; the previous hook is kept as {backup}"
+        path.rename(chained)
+        hint = _alternative(chained)
+        said = f"; the earlier hook runs first, from {chained}" + (f". {hint}" if hint else "")
+    elif _present(folder / OLD_BACKUP) and not _present(chained):
+        (folder / OLD_BACKUP).rename(chained)
+        said = f"; the hook an earlier install set aside runs first again, from {chained}"
     folder.mkdir(parents=True, exist_ok=True)
     temp = folder / f".{HOOK}.agentrun-{os.getpid()}"
     temp.write_text(template(), encoding="utf-8")
     temp.chmod(0o755)
     temp.replace(path)
-    return Done(path, f"installed the agentrun pre-push hook at {path}{kept}")
+    return Done(path, f"installed the agentrun pre-push hook at {path}{said}")
 
 
 def uninstall(cwd: Path) -> Done:
-    """Remove our hook and put back the one ``install --force`` kept."""
+    """Remove our hook and put back the one it chained."""
     folder = hooks_dir(cwd)
     path = folder / HOOK
-    backup = folder / (HOOK + BACKUP_SUFFIX)
-    if not (path.exists() or path.is_symlink()):
+    if not _present(path):
         return Done(path, f"no pre-push hook at {path}; nothing to remove")
     if not is_ours(path):
         raise HookInstallError(f"{path} is not agentrun's pre-push hook; left as it is")
-    if backup.exists() or backup.is_symlink():
-        backup.replace(path)
-        return Done(path, f"removed the agentrun pre-push hook; put back the earlier hook {path}")
+    for kept in (folder / CHAINED, folder / OLD_BACKUP):
+        if _present(kept):
+            kept.replace(path)
+            return Done(
+                path, f"removed the agentrun pre-push hook; put back the earlier hook {path}"
+            )
     path.unlink()
     return Done(path, f"removed the agentrun pre-push hook from {path}")
+
+
+def _present(path: Path) -> bool:
+    return path.exists() or path.is_symlink()
 
 
 def _alternative(path: Path) -> str:
@@ -117,7 +124,7 @@ def _alternative(path: Path) -> str:
         return ""
     if "pre-commit" in text:
         return (
-            "It looks like pre-commit's: add agentrun's hook to .pre-commit-config.yaml "
-            "instead (see the README). "
+            "It looks like pre-commit's: you may rather add agentrun's hook to "
+            ".pre-commit-config.yaml (see the README)"
         )
     return ""
