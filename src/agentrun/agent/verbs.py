@@ -27,7 +27,7 @@ from agentrun.events import (
     PlanSubmitted,
     VerifyVerdict,
 )
-from agentrun.gitrepo import common_dir
+from agentrun.gitrepo import common_dir, open_repo
 from agentrun.kernel.state import BuildState
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.log import Draft, EventLog, Tip
@@ -80,8 +80,26 @@ class Report:
     findings: tuple[str, ...] = ()
 
 
+def log_repository(cwd: Path, environ: Mapping[str, str]) -> pygit2.Repository:
+    """The repository holding the build logs: ``AGENTRUN_GIT_DIR``, else found from ``cwd``.
+
+    The worktree's own git dir is private (``isolation.gitdir``) and holds no log.
+    """
+    git_dir = environ.get("AGENTRUN_GIT_DIR", "")
+    if not git_dir:
+        return open_repo(cwd)
+    try:
+        return pygit2.Repository(git_dir)
+    except pygit2.GitError:
+        raise VerbError(f"AGENTRUN_GIT_DIR={git_dir!r} is not a git repository") from None
+
+
 def report(
-    repo: pygit2.Repository, env: AgentEnv, rep: Report, queue_if_read_only: bool = True
+    repo: pygit2.Repository,
+    env: AgentEnv,
+    rep: Report,
+    queue_if_read_only: bool = True,
+    workdir: Path | None = None,
 ) -> str:
     """Append the agent's report; returns a one-line confirmation.
 
@@ -98,8 +116,9 @@ def report(
         secrets.remember_config(state.config, os.environ)
         check_fits(state, env, rep.verb)
         draft, said = _draft(state, env, rep)
-        if not writable and queue_if_read_only and repo.workdir:
-            return _queue(Path(repo.workdir), env, rep)
+        outbox = workdir or (Path(repo.workdir) if repo.workdir else None)
+        if not writable and queue_if_read_only and outbox:
+            return _queue(outbox, env, rep)
         try:
             log.append(env.build, [draft], Tip(tip, state.seq))
         except ConcurrentUpdateError:

@@ -177,14 +177,15 @@ def _time_limit_line(waiting: str, slug: str) -> None:
 
 @cli.command()
 def doctor() -> None:
-    """Which runtimes can run here; exits 1 when the default role cannot."""
+    """Which runtimes can run here and the isolation level in force; exits 1 when the
+    default role cannot run or the isolation asked for is impossible."""
     from agentrun.cli.render import doctor_lines
     from agentrun.commands.doctor import doctor as diagnose
 
     found = diagnose(_repo())
     for line in doctor_lines(found):
         click.echo(line)
-    if not found.default_ok:
+    if not (found.default_ok and found.isolation_ok):
         raise click.exceptions.Exit(EXIT_USER)
 
 
@@ -448,20 +449,23 @@ def agent() -> None:
 
 
 def _report(verb: str, text: str = "", findings: tuple[str, ...] = ()) -> None:
-    from agentrun.agent.verbs import Report, agent_env, report
+    from agentrun.agent.verbs import Report, agent_env, log_repository, report
 
     env = agent_env(os.environ)
-    click.echo(report(_repo(), env, Report(verb, text, findings)))
+    worktree = Path(_repo().workdir or Path.cwd())
+    repo = log_repository(Path.cwd(), os.environ)
+    click.echo(report(repo, env, Report(verb, text, findings), workdir=worktree))
 
 
 @agent.command("context")
 def agent_context() -> None:
     """Write what this session needs to .agentrun/run/context.md and print its path."""
     from agentrun.agent.context import write_context
-    from agentrun.agent.verbs import agent_env
+    from agentrun.agent.verbs import agent_env, log_repository
 
-    repo = _repo()
-    click.echo(write_context(repo, agent_env(os.environ), Path(repo.workdir)))
+    worktree = Path(_repo().workdir or Path.cwd())
+    repo = log_repository(Path.cwd(), os.environ)
+    click.echo(write_context(repo, agent_env(os.environ), worktree))
 
 
 @agent.command("plan")

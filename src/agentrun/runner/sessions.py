@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pygit2
 
-from agentrun import procs
+from agentrun import isolation, procs
 from agentrun.agent.outbox import drain
 from agentrun.errors import GuardError, LeaseLostError, RuntimeSetupError
 from agentrun.events import (
@@ -31,6 +31,7 @@ from agentrun.events import (
     VerifyCompleted,
     VerifyVerdict,
 )
+from agentrun.gitrepo import common_dir
 from agentrun.kernel.decide import (
     RunAgentVerify,
     RunFinalizeStep,
@@ -191,11 +192,16 @@ class SessionRunner:
                 session,
                 secret=state.config.secrets.env,
                 keep=(key_variable(config),),
-            ),
+            )
+            | {isolation.GIT_DIR_VARIABLE: str(common_dir(self.repo))},
             budget_seconds=session_budget(state),
             repo_root=Path(self.repo.workdir or self.workspace.path),
             resume_from=self._resume_from(job, name),
             max_tokens=session_tokens(state, config.model),
+            sandbox=isolation.for_worktree(
+                self.repo, state.config, state.slug, self.workspace.path
+            ),
+            git_dir=common_dir(self.repo),
         )
         control = SessionControl(on_activity=self.observer.activity, on_process=self._record_agent)
         watcher = AbortWatcher(self.repo, state.slug, control.cancel, self.remote_abort)
