@@ -19,6 +19,7 @@ RATIO_LINES = {
     "cli.py": ["ratio agentrun --version / git --version:", "--version: "],
     "demo.py": ["ratio overhead/git-commits:"],
     "forge.py": ["ratio pushed/plain-push:", "ratio action-sweep/sweep:"],
+    "isolation.py": ["ratio namespace/none (sh agent):", "ratio user/none (python agent):"],
     "hook.py": ["ratio ordinary branch hooked/plain:", "ratio build branch hooked/plain:"],
     "runtimes.py": ["ratio start-overhead/server:", "ratio end-overhead/server:"],
     "sweep.py": ["ratio sweep warm/baseline:", "ratio sweep() in-process/baseline:"],
