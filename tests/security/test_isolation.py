@@ -19,7 +19,19 @@ import psutil
 import pygit2
 import pytest
 from runner.helpers import SCRIPT, Background, cli_env, configure, git, payloads, wait_for
+from runtimes.test_cli_runtimes import (
+    assert_whole_build,
+    build_script,
+    claude_shell,
+    claude_table,
+    claude_write,
+    implement_sessions,
+    run_with,
+    tool_agent,
+    transcript,
+)
 from security.hostile import run_build
+from support.model_server import ModelServer
 
 from agentrun.config import parse_config
 from agentrun.errors import ConfigError
@@ -287,3 +299,31 @@ def test_auto_under_github_actions_isolates_a_real_build(tmp_path: Path) -> None
     assert run.code == 0, run.output
     assert run.found("pids").split() == [b"1", b"2"]  # bwrap and the agent: a fresh /proc
     assert run.attacks()["delete-log"]["ok"] is False
+
+
+# --- a real agent CLI, isolated ------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ISOLATED)
+def test_claude_code_runs_a_whole_build_isolated_and_resumes_its_session(
+    repo_path: Path, repo: pygit2.Repository, mode: str
+) -> None:
+    """Claude Code's Bash tool, its verbs and its session resume work in the sandbox:
+    its sessions live in the per-build HOME, kept across the build's sessions."""
+    script = build_script(claude_shell, claude_write)
+    script["implement@1"].insert(0, (claude_shell("ls /proc | grep -c '^[0-9]' > procs.txt"),))
+    with ModelServer(tool_agent(script)) as server:
+        tables = {"claude": claude_table(server.url)}
+        roles = f'[isolation]\nmode = "{mode}"\n\n[roles]\ndefault = ["claude"]\n'
+        slug, outcome = run_with(repo_path, repo, tables, roles)
+
+    assert_whole_build(repo_path, repo, slug, outcome)
+    first, second = implement_sessions(repo, slug)
+    said = transcript(repo, slug, second.session)
+    assert f"continuing Claude Code session {first.runtime_session_id}" in said
+    assert "done queued in .agentrun/run/outbox/" in said  # the log is read-only in there
+    home = Path(repo.path) / "agentrun" / "homes" / slug / ".claude" / "projects"
+    assert list(home.rglob(f"{first.runtime_session_id}.jsonl")) != []
+    procs_seen = int(git(repo_path, "show", f"agentrun/{slug}:procs.txt"))
+    if mode == "namespace":
+        assert procs_seen < 20  # only the sandbox's own processes

@@ -77,13 +77,22 @@ class Sandbox:
         wanted += [Path(p) for p in env.get("PATH", "").split(os.pathsep) if p]
         program = shutil.which(argv[0], path=env.get("PATH")) if argv else None
         if program:
-            wanted.append(Path(program).resolve().parent)
+            wanted.append(_package_of(Path(program).resolve()))
         found: list[Path] = []
         for path in wanted:
             for each in {path, path.resolve()} if path.exists() else ():
                 if any(each.is_relative_to(h) for h in hidden) and each not in found:
                     found.append(each)
         return sorted(found, key=lambda p: len(p.parts))
+
+
+def _package_of(program: Path) -> Path:
+    """The folder a program needs: its own, or the whole ``node_modules`` it lives in (an
+    npm CLI loads its platform binary from a sibling package)."""
+    parts = program.parts
+    if "node_modules" in parts:
+        return Path(*parts[: parts.index("node_modules") + 1])
+    return program.parent
 
 
 def sandbox(level: Level, repo: pygit2.Repository, slug: str, worktree: Path) -> Sandbox | None:
