@@ -33,9 +33,12 @@ from runtimes.test_cli_runtimes import (
 from security.hostile import run_build
 from support.model_server import ModelServer
 
-from agentrun.config import parse_config
+from agentrun.config import Isolation, parse_config
 from agentrun.errors import ConfigError
-from agentrun.isolation import gitdir
+from agentrun.isolation import gitdir, resolve, sandbox
+from agentrun.runner.workspace import Workspace
+from agentrun.runtimes.base import SessionControl, SessionSpec
+from agentrun.runtimes.tools import Toolbox
 from agentrun.store.log import EventLog
 
 ISOLATED = ("namespace", "user")
@@ -327,3 +330,39 @@ def test_claude_code_runs_a_whole_build_isolated_and_resumes_its_session(
     procs_seen = int(git(repo_path, "show", f"agentrun/{slug}:procs.txt"))
     if mode == "namespace":
         assert procs_seen < 20  # only the sandbox's own processes
+
+
+@pytest.mark.parametrize("mode", ISOLATED)
+def test_the_shell_tool_of_the_api_runtimes_runs_isolated(
+    repo_path: Path, repo: pygit2.Repository, mode: str
+) -> None:
+    workspace = Workspace(repo, "shell-build", "agentrun/shell-build")
+    worktree = workspace.prepare(str(repo.head.target))
+    level = resolve(Isolation.model_validate({"mode": mode}))
+    box = sandbox(level, repo, "shell-build", worktree)
+    spec = SessionSpec(
+        session="s-1",
+        build="shell-build",
+        phase="implement",
+        round=1,
+        attempt=1,
+        role="implement",
+        prompt="",
+        workdir=worktree,
+        env={"PATH": os.environ["PATH"]},
+        budget_seconds=60,
+        repo_root=repo_path,
+        sandbox=box,
+        git_dir=Path(repo.path),
+    )
+    tools = Toolbox(spec, SessionControl(), True, dict(spec.env))
+    result = tools.call("shell", {"command": CHECK})
+    assert result.text.startswith("exit status 0\n"), result.text
+    assert "GIT-READONLY" in result.text and "WROTE-OWN" in result.text
+    seen = re.search(r"^uid=(\d+) pids=(\d+)$", result.text, re.MULTILINE)
+    assert seen is not None, result.text
+    if mode == "namespace":
+        assert int(seen[2]) < 10
+    else:
+        assert int(seen[1]) == pwd.getpwnam("agentrun-agent").pw_uid
+    assert (worktree / "README.md").read_text() == "hello\n"
