@@ -10,10 +10,12 @@ ref, moves ``main`` and writes into the user's tree. Each isolation level is run
 from __future__ import annotations
 
 import pwd
+from collections.abc import Iterator
 from pathlib import Path
 
 import pygit2
 import pytest
+from security.accounts import as_root, ensure_ci_user, open_folder
 from security.hostile import Run, run_build, token_forms
 
 from agentrun.events import AgentDone, BuildCompleted, SessionStarted
@@ -39,8 +41,13 @@ def hostile(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 
 @pytest.fixture(scope="module")
-def hostile_sudo(ci_user: str, sudo_root: Path) -> Run:
-    return run_build(sudo_root / "run", "user", as_user=ci_user)
+def hostile_sudo() -> Iterator[Run]:
+    """The runner started by ``agentrun-ci``, not root, through ``sudo -u``."""
+    root = open_folder()
+    try:
+        yield run_build(root / "run", "user", as_user=ensure_ci_user())
+    finally:
+        as_root("rm", "-rf", str(root))
 
 
 def leaks(run: Run, place: str) -> list[bytes]:

@@ -1,5 +1,5 @@
-"""Accounts the isolation tests need: a CI user with passwordless sudo, as GitHub's
-hosted runners have (created here when the tests run as root, as `.ci/run` does)."""
+"""The account the isolation tests run a runner as: a CI user with passwordless sudo, as
+GitHub's hosted runners have (created when missing, as scripts/check does as root)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,7 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 CI_USER = "agentrun-ci"
 
@@ -22,8 +19,7 @@ def as_root(*argv: str) -> None:
     subprocess.run([*prefix, *argv], check=True, capture_output=True)
 
 
-@pytest.fixture(scope="session")
-def ci_user() -> str:
+def ensure_ci_user() -> str:
     """``agentrun-ci``: not root, with a NOPASSWD sudoers entry."""
     try:
         pwd.getpwnam(CI_USER)
@@ -41,10 +37,8 @@ def ci_user() -> str:
     return CI_USER
 
 
-@pytest.fixture(scope="module")
-def sudo_root() -> Iterator[Path]:
-    """A folder the CI user owns (pytest's own temporary folders are root's, mode 0700)."""
+def open_folder() -> Path:
+    """A folder other accounts may enter (pytest's temporary folders are mode 0700)."""
     root = Path(tempfile.mkdtemp(prefix="agentrun-sudo-", dir="/tmp"))
     root.chmod(0o755)
-    yield root
-    as_root("rm", "-rf", str(root))
+    return root
