@@ -33,6 +33,7 @@ from runtimes.test_cli_runtimes import (
 from security.hostile import run_build
 from support.model_server import ModelServer
 
+from agentrun import procs
 from agentrun.config import Isolation, parse_config
 from agentrun.errors import ConfigError
 from agentrun.isolation import gitdir, resolve, sandbox
@@ -366,3 +367,43 @@ def test_the_shell_tool_of_the_api_runtimes_runs_isolated(
     else:
         assert int(seen[1]) == pwd.getpwnam("agentrun-agent").pw_uid
     assert (worktree / "README.md").read_text() == "hello\n"
+
+
+LOGINS = {
+    ".claude/.credentials.json": '{"claudeAiOauth": "login"}',
+    ".codex/auth.json": '{"OPENAI_API_KEY": "login"}',
+    ".aider.conf.yml": "model: x\n",
+    ".claude.json": '{"numStartups": 1}',
+}
+SECRETS = {".git-credentials": "https://x:token@github.com\n", ".ssh/id_ed25519": "key\n"}
+
+
+@pytest.mark.parametrize("mode", ISOLATED)
+def test_only_the_agent_clis_own_login_files_reach_the_per_build_home(
+    repo_path: Path, repo: pygit2.Repository, mode: str
+) -> None:
+    real_home = Path(os.environ["HOME"])
+    for name, text in {**LOGINS, **SECRETS}.items():
+        (real_home / name).parent.mkdir(parents=True, exist_ok=True)
+        (real_home / name).write_text(text)
+        (real_home / name).chmod(0o600 if name in SECRETS else 0o644)
+    workspace = Workspace(repo, "home-build", "agentrun/home-build")
+    worktree = workspace.prepare(str(repo.head.target))
+    box = sandbox(resolve(Isolation.model_validate({"mode": mode})), repo, "home-build", worktree)
+    assert box is not None
+    look = "; ".join(
+        [f'cat "$HOME/{name}" 2>/dev/null || echo "missing {name}"' for name in LOGINS]
+        + [f'cat "$HOME/{n}" "{real_home}/{n}" 2>/dev/null || echo "hidden {n}"' for n in SECRETS]
+        + ['echo changed >> "$HOME/.codex/auth.json" 2>/dev/null || echo "auth read-only"']
+    )
+    done = procs.run_tree(
+        ["sh", "-c", look], cwd=worktree, env={"PATH": os.environ["PATH"]}, timeout=30, sandbox=box
+    )
+    for text in LOGINS.values():
+        assert text in done.output
+    assert "hidden .git-credentials" in done.output and "hidden .ssh/id_ed25519" in done.output
+    assert "token@github.com" not in done.output
+    if mode == "namespace":
+        assert "auth read-only" in done.output  # bound read-only, not copied
+    assert (real_home / ".codex/auth.json").read_text() == LOGINS[".codex/auth.json"]
+    assert box.home == (Path(repo.path) / "agentrun" / "homes" / "home-build").resolve()
