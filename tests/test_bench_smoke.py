@@ -22,6 +22,7 @@ RATIO_LINES = {
     "isolation.py": ["ratio namespace/none (sh agent):", "ratio user/none (python agent):"],
     "hook.py": ["ratio ordinary branch hooked/plain:", "ratio build branch hooked/plain:"],
     "runtimes.py": ["ratio start-overhead/server:", "ratio end-overhead/server:"],
+    "secrets.py": ["recall: ", "false-positive candidates in rich", "ratio scrub new/old:"],
     "sweep.py": ["ratio sweep warm/baseline:", "ratio sweep() in-process/baseline:"],
 }
 

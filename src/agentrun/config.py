@@ -257,6 +257,8 @@ def parse_config(text: str, source: str) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: arrays or tables nest too deep to read") from None
     return config_from_data(data, source)
 
 
@@ -278,4 +280,14 @@ def load_config(root: Path) -> Config:
     path = root / CONFIG_FILE
     if not path.exists():
         return Config()
-    return parse_config(path.read_text(encoding="utf-8"), str(path))
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(
+            f"{path}: cannot be read ({exc.strerror or exc}): it must be a file"
+        ) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 (byte {exc.start}): TOML files are UTF-8") from None
+    return parse_config(text, str(path))

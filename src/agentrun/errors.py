@@ -29,6 +29,10 @@ class InvalidEventError(AgentrunError):
     """An event was refused at append: unknown type or a payload that does not validate."""
 
 
+class DiskFullError(AgentrunError):
+    """A write failed for want of space: nothing already recorded is lost."""
+
+
 class ConcurrentUpdateError(AgentrunError):
     """A ref moved (or was locked) between our read and our write: re-read and re-decide."""
 

@@ -8,6 +8,7 @@ unknown type or a payload that does not validate is refused with a clear error.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -613,6 +614,7 @@ def decode(message: str, where: str) -> Event:
             f"commit {where} holds an event of schema v{version}; this agentrun reads up to "
             f"v{SCHEMA_VERSION}: upgrade agentrun"
         )
+    doc = upgrade(doc, version, where)
     kind = doc.pop("type", None)
     if kind not in EVENT_TYPES:
         raise MalformedEventError(f"commit {where} holds an unknown event type {kind!r}")
@@ -630,6 +632,24 @@ def decode(message: str, where: str) -> Event:
         raise MalformedEventError(
             f"commit {where} holds a malformed {kind} event: {_first_error(exc)}"
         ) from None
+
+
+# Upgrades of an event document from schema v<n> to v<n+1>, applied in order by `decode`
+# (envelope and payload alike). Every change that adds or changes an event's fields bumps
+# SCHEMA_VERSION and adds its step here, so that an older release reading a newer log says
+# "upgrade agentrun" rather than "malformed" (tests/upgrade keeps this honest).
+UPCASTERS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def upgrade(doc: dict[str, Any], version: int, where: str) -> dict[str, Any]:
+    """``doc`` (of schema ``version``) as the current schema reads it."""
+    while version < SCHEMA_VERSION:
+        step = UPCASTERS.get(version)
+        if step is None:
+            raise MalformedEventError(f"commit {where}: no upgrade from schema v{version}")
+        doc = step(doc)
+        version += 1
+    return {**doc, "v": version}
 
 
 def _first_error(exc: ValidationError) -> str:

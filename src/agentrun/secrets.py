@@ -5,15 +5,23 @@ git objects (DESIGN §11): a token an agent printed never reaches the log. Scrub
 are the known token shapes and the values this process was told are secret
 (``remember``: the variables ``secrets.env`` names, the runtimes' API keys, forge
 tokens). The pre-push hook and the runner's guards find the same shapes in diffs.
+
+The shapes are data, ``data/shapes.toml``: one rule per token format, each citing the
+provider's description. They are read on first use and each rule is compiled only when
+text holds one of its keywords, so a process that never meets a secret pays little.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import re
 import threading
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentrun.config import Config
@@ -22,30 +30,10 @@ if TYPE_CHECKING:
 MIN_SECRET_LENGTH = 8
 REDACTED = "[redacted]"
 
-_NOT_WORD = r"(?<![A-Za-z0-9_-])"
-_MIXED = r"(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])"
-
-# Most specific first: the first shape that matches names the finding.
-TOKEN_SHAPES: tuple[tuple[str, str], ...] = (
-    ("a private key", r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"),
-    ("a GitHub token", _NOT_WORD + r"github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}"),
-    ("a GitHub token", r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{36,}"),
-    ("a GitLab token", _NOT_WORD + r"glpat-[A-Za-z0-9_-]{20,}"),
-    ("an AWS access key id", r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])"),
-    ("a Slack token", _NOT_WORD + r"xox[abprs]-[A-Za-z0-9-]{10,}"),
-    ("an Anthropic key", _NOT_WORD + r"sk-ant-[A-Za-z0-9_-]{32,}"),
-    # OpenAI keys are random: require digits and both cases, so `sk-some-long-name`
-    # in prose or code is not taken for one.
-    (
-        "an OpenAI key",
-        _NOT_WORD + r"sk-(?:proj-|svcacct-|admin-)?" + _MIXED + r"[A-Za-z0-9_-]{20,}",
-    ),
-)
-SHAPES = re.compile("|".join(f"(?P<s{i}>{rx})" for i, (_, rx) in enumerate(TOKEN_SHAPES)))
 # When scrubbing, a private key goes whole, from its BEGIN line to its END line.
 _KEY_BLOCK = re.compile(
-    r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END[A-Z0-9 ]*PRIVATE KEY"
-    r"(?: BLOCK)?-----|\Z)",
+    r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END[ A-Z0-9_-]{0,100}"
+    r"PRIVATE KEY(?: BLOCK)?-----|\Z)",
     re.DOTALL,
 )
 # Forge tokens are secret wherever they are set, whatever the config says.
@@ -56,19 +44,80 @@ _values: frozenset[str] = frozenset()
 _values_rx: re.Pattern[str] | None = None
 
 
+@dataclass(frozen=True)
+class Shape:
+    """One secret shape: a regex, the keywords that must be present, and its checks."""
+
+    kind: str  # what a finding names: "a GitHub token"
+    pattern: str
+    keywords: tuple[str, ...]  # lower case; the pattern runs only where one is present
+    entropy: float = 0.0  # bits per character the secret must exceed
+    allowed: tuple[str, ...] = ()  # patterns of values that are not secrets
+    anchored: bool = False  # a match starts with a keyword: try only there
+
+    @functools.cached_property
+    def _rx(self) -> re.Pattern[str]:
+        return re.compile(self.pattern)
+
+    @functools.cached_property
+    def _allowed_rx(self) -> tuple[re.Pattern[str], ...]:
+        return tuple(map(re.compile, self.allowed))
+
+    def spans(self, text: str) -> Iterator[tuple[int, int]]:
+        """Where the secrets this shape finds in ``text`` are (the secret, not its context)."""
+        for found in self._matches(text):
+            start, end = _secret_span(found)
+            secret = text[start:end]
+            if self.entropy and entropy(secret) <= self.entropy:
+                continue
+            if any(allowed.search(secret) for allowed in self._allowed_rx):
+                continue
+            yield start, end
+
+    def _matches(self, text: str) -> Iterator[re.Match[str]]:
+        lowered = text.lower()
+        if not self.anchored or len(lowered) != len(text):  # (a few letters grow lowered)
+            yield from self._rx.finditer(text)
+            return
+        for keyword in self.keywords:
+            at = lowered.find(keyword)
+            while at >= 0:
+                found = self._rx.match(text, at)
+                if found is not None:
+                    yield found
+                at = lowered.find(keyword, at + 1)
+
+
+def entropy(text: str) -> float:
+    """Shannon entropy of ``text`` in bits per character."""
+    counts = Counter(text).values()
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts) if text else 0.0
+
+
+def shapes() -> tuple[Shape, ...]:
+    """Every shape, in the order findings are named (``data/shapes.toml``'s)."""
+    return _loaded()[0]
+
+
 def shape_in(line: str) -> str | None:
     """The kind of the first known token shape in ``line`` ("a GitHub token"), if any."""
-    found = SHAPES.search(line)
-    if found is None or found.lastgroup is None:
-        return None
-    return TOKEN_SHAPES[int(found.lastgroup[1:])][0]
+    for shape in _candidates(line):
+        if next(shape.spans(line), None) is not None:
+            return shape.kind
+    return None
 
 
 def values_of(names: Iterable[str], environ: Mapping[str, str]) -> list[str]:
-    """The values of the named variables that are long enough to be told from text."""
+    """The values of the named variables, of the forge tokens and of every variable whose
+    name says it is a credential (``*_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``:
+    the provider variables a runtime is given, such as ``AWS_SECRET_ACCESS_KEY`` or
+    ``GEMINI_API_KEY``), when long enough to be told from text."""
+    from agentrun.runner.environment import CREDENTIAL_SUFFIXES
+
+    credentials = (name for name in environ if name.endswith(CREDENTIAL_SUFFIXES))
     return [
         environ[name]
-        for name in (*names, *ALWAYS_SECRET)
+        for name in dict.fromkeys((*names, *ALWAYS_SECRET, *credentials))
         if len(environ.get(name, "")) >= MIN_SECRET_LENGTH
     ]
 
@@ -84,7 +133,12 @@ def variables(config: Config) -> list[str]:
 
 
 def remember_config(config: Config, environ: Mapping[str, str]) -> None:
-    """Remember the values of ``config``'s secret variables (and the forge tokens)."""
+    """Remember the values of ``config``'s secret variables, the runtimes' credentials
+    and the forge tokens, as ``environ`` holds them.
+
+    The values a runtime's ``env`` table writes literally are remembered when a session
+    is given them (``runner.sessions``): the build's config snapshot must keep them.
+    """
     remember(values_of(variables(config), environ))
 
 
@@ -105,7 +159,7 @@ def remember(values: Iterable[str]) -> None:
 def scrub(text: str) -> str:
     """``text`` with every known token shape and remembered value replaced."""
     text = _KEY_BLOCK.sub(REDACTED, text)
-    text = SHAPES.sub(REDACTED, text)
+    text = _redact(text, (span for shape in _candidates(text) for span in shape.spans(text)))
     pattern = _values_rx
     return pattern.sub(REDACTED, text) if pattern is not None else text
 
@@ -115,3 +169,62 @@ def scrub_bytes(data: bytes) -> bytes:
     text = data.decode("utf-8", "surrogateescape")
     cleaned = scrub(text)
     return data if cleaned == text else cleaned.encode("utf-8", "surrogateescape")
+
+
+def _candidates(text: str) -> list[Shape]:
+    """The shapes one of whose keywords ``text`` holds, in order (the cheap prefilter)."""
+    every, by_keyword = _loaded()
+    lowered = text.lower()
+    hit = [indices for keyword, indices in by_keyword if keyword in lowered]
+    return [every[i] for i in sorted({i for indices in hit for i in indices})]
+
+
+def _secret_span(found: re.Match[str]) -> tuple[int, int]:
+    """The secret's span: the first unnamed group that matched, else the whole match.
+    Named groups only help the match (the quote a value opens with)."""
+    named = set(found.re.groupindex.values())
+    for index in range(1, found.re.groups + 1):
+        if index not in named and found.group(index):
+            return found.span(index)
+    return found.span()
+
+
+@functools.cache
+def _loaded() -> tuple[tuple[Shape, ...], tuple[tuple[str, tuple[int, ...]], ...]]:
+    import tomllib
+    from importlib import resources
+
+    text = resources.files("agentrun").joinpath("data/shapes.toml").read_text("utf-8")
+    data: dict[str, Any] = tomllib.loads(text)
+    allowlists = {name: tuple(raw["regexes"]) for name, raw in data["allowlists"].items()}
+    every = tuple(
+        Shape(
+            rule["kind"],
+            rule["regex"],
+            tuple(rule["keywords"]),
+            rule.get("entropy", 0.0),
+            tuple(p for name in ("everywhere", *rule.get("allow", ())) for p in allowlists[name]),
+            rule.get("anchored", False),
+        )
+        for rule in data["rule"]
+    )
+    by_keyword: dict[str, list[int]] = {}
+    for index, shape in enumerate(every):
+        for keyword in shape.keywords:
+            by_keyword.setdefault(keyword, []).append(index)
+    return every, tuple((k, tuple(v)) for k, v in by_keyword.items())
+
+
+def _redact(text: str, spans: Iterable[tuple[int, int]]) -> str:
+    """``text`` with each span (overlapping ones merged) replaced by ``REDACTED``."""
+    parts: list[str] = []
+    done = 0
+    for start, end in sorted(spans):
+        if end <= done or start == end:
+            continue
+        if start > done:
+            parts += [text[done:start], REDACTED]
+        elif not parts:
+            parts.append(REDACTED)
+        done = end
+    return "".join(parts) + text[done:] if parts else text

@@ -584,7 +584,10 @@ def test_a_command_agent_reports_with_verbs_and_its_output_is_the_transcript(
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
     assert lines[0] == f"agent: implement@1 in session {implement}"
-    assert "agent: git agentrun agent done -> 0 done recorded" in lines
+    # The verb only queued its report; the runner appended it (DESIGN §6).
+    queued = "agent: git agentrun agent done -> 0 done queued in .agentrun/run/outbox/0001.json"
+    assert any(line.startswith(queued) for line in lines), lines
+    assert lines[-1] == "outbox 0001.json: done recorded"
     assert GOAL in (state_dir / "prompt-implement@1.txt").read_text()
     head = repo.revparse_single(f"agentrun/{slug}").peel(pygit2.Commit)
     assert head.tree["feature.txt"].data == b"made by the command agent\n"

@@ -15,7 +15,9 @@ import contextlib
 import os
 import re
 import shlex
+import shutil
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -213,6 +215,25 @@ def claude_table(url: str) -> dict[str, Any]:
     }
 
 
+# Where bubblewrap is installed (isolation uses it), Codex runs its sandbox through it and
+# first links its helper binaries into CODEX_HOME; it refuses to do that under the system
+# temp folder ("Refusing to create helper binaries under temporary dir"), and every tool
+# call then fails. So the tests' Codex homes live under /var/tmp, removed at the end.
+CODEX_HOMES = Path("/var/tmp/agentrun-test-codex")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _codex_homes() -> Iterator[None]:
+    yield
+    shutil.rmtree(CODEX_HOMES, ignore_errors=True)
+
+
+def codex_home(tmp_path: Path) -> Path:
+    """A Codex home for this test, outside the system temp folder (see CODEX_HOMES)."""
+    CODEX_HOMES.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{tmp_path.name[:40]}-", dir=CODEX_HOMES))
+
+
 def codex_table(url: str, home: Path, extra: tuple[str, ...] = ()) -> dict[str, Any]:
     provider = (
         f'model_providers.mock={{name="mock", base_url="{url}/v1", wire_api="responses", '
@@ -338,7 +359,7 @@ def test_codex_runs_a_whole_build_through_its_sandbox(
         "sandbox_workspace_write.exclude_tmpdir_env_var=true",
     )
     with ModelServer(tool_agent(build_script(codex_shell, codex_write))) as server:
-        tables = {"codex": codex_table(server.url, tmp_path / "codex-home", read_only_tmp)}
+        tables = {"codex": codex_table(server.url, codex_home(tmp_path), read_only_tmp)}
         slug, outcome = run_with(repo_path, repo, tables, 'roles.default = ["codex"]')
 
     assert_whole_build(repo_path, repo, slug, outcome)
@@ -348,8 +369,7 @@ def test_codex_runs_a_whole_build_through_its_sandbox(
     assert "(round 1)" in resumed.text()
     said = transcript(repo, slug, second.session)
     assert f"continuing Codex thread {first.runtime_session_id}" in said
-    # The verb could not write the log from inside the sandbox: it queued the report,
-    # and the runtime appended it after the turn.
+    # The verb only queued the report (as every verb does), and the runner appended it.
     assert "done queued in .agentrun/run/outbox/0001.json" in said
     assert "outbox 0001.json: done recorded" in said
     # Usage is this turn's own, not the thread's running total.
@@ -404,7 +424,7 @@ def table_for(kind: str, url: str, tmp_path: Path) -> dict[str, Any]:
     if kind == "claude":
         return claude_table(url)
     if kind == "codex":
-        return codex_table(url, tmp_path / "codex-home")
+        return codex_table(url, codex_home(tmp_path))
     return aider_table(url)
 
 

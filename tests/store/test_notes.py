@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pygit2
@@ -91,3 +94,68 @@ def test_notes_from_two_clones_merge_with_cat_sort_uniq(tmp_path: Path) -> None:
         for f in [{"shared": True}, {"from": "origin"}, {"from": "clone"}]
     )
     assert len(facts) == 3
+
+
+WRITER = """
+import sys, time
+import pygit2
+from agentrun.store.notes import add_note
+repo = pygit2.Repository(sys.argv[1])
+start = float(sys.argv[2])
+while time.time() < start:
+    time.sleep(0.001)
+for n, sha in enumerate(sys.argv[3:]):
+    add_note(repo, sha, {"writer": sys.argv[2], "n": n})
+"""
+
+
+def test_four_processes_writing_25_notes_each_lose_none(
+    repo: pygit2.Repository, repo_path: Path
+) -> None:
+    """One ref, four writers at once: every note lands, and no writer fails on a lock."""
+    shas = []
+    for n in range(100):
+        git(repo_path, "commit", "-q", "--allow-empty", "-m", f"c{n}")
+        shas.append(head(repo_path))
+    start = time.time() + 1.0
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(repo_path), str(start), *shas[i::4]],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(4)
+    ]
+    for proc in writers:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    fresh = pygit2.Repository(str(repo_path))
+    assert all(len(read_notes(fresh, sha)) == 1 for sha in shas)
+    listed = git(repo_path, "notes", "--ref", "agentrun", "list").splitlines()
+    assert len(listed) == 100
+
+
+def fed(cwd: Path, text: str, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, input=text, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_notes_under_git_fanout_folders_are_appended_in_place(
+    repo: pygit2.Repository, repo_path: Path
+) -> None:
+    """A notes tree git wrote with fan-out (``ab/cdef…``) is extended, not shadowed."""
+    sha = head(repo_path)
+    blob = fed(repo_path, '{"by": "git"}\n', "hash-object", "-w", "--stdin")
+    inner = fed(repo_path, f"100644 blob {blob}\t{sha[2:]}\n", "mktree")
+    outer = fed(repo_path, f"040000 tree {inner}\t{sha[:2]}\n", "mktree")
+    notes = git(repo_path, "commit-tree", outer, "-m", "fanned out")
+    git(repo_path, "update-ref", NOTES_REF, notes)
+
+    add_note(repo, sha, {"by": "agentrun"})
+
+    assert read_notes(repo, sha) == [{"by": "git"}, {"by": "agentrun"}]
+    shown = git(repo_path, "notes", "--ref", "agentrun", "show", sha)
+    assert shown.splitlines() == ['{"by": "git"}', '{"by": "agentrun"}']
+    assert git(repo_path, "rev-parse", f"{NOTES_REF}^") == notes  # a new commit on top

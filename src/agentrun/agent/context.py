@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pygit2
 
-from agentrun.agent.verbs import PHASE_VERBS, AgentEnv
+from agentrun.agent.verbs import PHASE_VERBS, AgentEnv, ReadOnlyCache
 from agentrun.kernel.state import BuildState
-from agentrun.store.cache import StateCache, load_state
+from agentrun.store.cache import load_state
 from agentrun.store.log import EventLog
 
 SCRATCH = Path(".agentrun") / "run"
@@ -26,7 +26,8 @@ def ensure_scratch(worktree: Path) -> Path:
 
 def write_context(repo: pygit2.Repository, env: AgentEnv, worktree: Path) -> Path:
     log = EventLog(repo)
-    tip, state = load_state(log, StateCache(repo), env.build)
+    # An agent's verb: it reads the log and writes only its own scratch folder.
+    tip, state = load_state(log, ReadOnlyCache(repo), env.build)
     plan = log.text(tip, state.plan)
     path = ensure_scratch(worktree) / "context.md"
     path.write_text(render_context(state, env, plan), encoding="utf-8")

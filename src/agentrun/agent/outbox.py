@@ -1,16 +1,19 @@
-"""The session outbox: reports queued by verbs that could not write the log (DESIGN §6).
+"""The session outbox: the reports agents' verbs queue for the runner (DESIGN §6).
 
-Inside a sandbox that keeps git metadata read-only (Codex's ``workspace-write``), a
-verb cannot append to the build's log. It validates the report as usual, then writes
-the request to ``<worktree>/.agentrun/run/outbox/<n>.json`` and exits 0. After the
-turn the runner calls :func:`drain`, which appends each request through the same
-:func:`agentrun.agent.verbs.report`, validated exactly as if it had been live.
+A verb runs in the agent's environment, which holds none of the secret values, and
+under a sandbox or isolation it may not write git metadata at all. So it validates
+the report, writes the request to ``<worktree>/.agentrun/run/outbox/<n>.json`` and
+exits 0. The runner, which knows the secret values, appends each request through
+:func:`agentrun.agent.verbs.report`, validated exactly as if it had been live and
+scrubbed like everything it writes: at every heartbeat while the agent runs
+(:class:`Drainer`), and once more after the turn (:func:`drain`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,7 @@ from agentrun.errors import AgentrunError
 
 OUTBOX = Path(".agentrun") / "run" / "outbox"
 VERSION = 1
+TAKEN = ".taken"  # a request one drainer claimed (renamed), so that no other takes it too
 
 
 def queue(workdir: Path, request: Mapping[str, Any]) -> Path:
@@ -51,8 +55,13 @@ def drain(repo: pygit2.Repository, workdir: Path, session: str) -> list[str]:
     folder = workdir / OUTBOX
     said: list[str] = []
     for path in sorted(folder.glob("*.json")):
+        taken = path.with_name(path.name + TAKEN)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            path.rename(taken)
+        except FileNotFoundError:
+            continue  # another drainer took it
+        try:
+            data = json.loads(taken.read_text(encoding="utf-8"))
             env = AgentEnv(str(data["build"]), str(data["phase"]), int(data["round"]), session)
             rep = Report(
                 verb=str(data["verb"]),
@@ -62,14 +71,49 @@ def drain(repo: pygit2.Repository, workdir: Path, session: str) -> list[str]:
             claimed = str(data["session"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             said.append(f"outbox {path.name}: unreadable ({exc}); ignored")
-            path.unlink(missing_ok=True)
             continue
-        path.unlink(missing_ok=True)
+        finally:
+            taken.unlink(missing_ok=True)
         if claimed != session:
             said.append(f"outbox {path.name}: from session {claimed}, not {session}; refused")
             continue
         try:
-            said.append(f"outbox {path.name}: {report(repo, env, rep, queue_if_read_only=False)}")
+            said.append(f"outbox {path.name}: {report(repo, env, rep)}")
         except AgentrunError as exc:
             said.append(f"outbox {path.name}: `{rep.verb}` refused: {exc}")
     return said
+
+
+class Drainer:
+    """Drains a session's outbox every ``interval`` seconds (the heartbeat) in a thread.
+
+    So an escalation, or any report, takes effect while the agent still runs. The
+    thread opens its own repository: pygit2 objects are not shared across threads.
+    """
+
+    def __init__(self, git_dir: str, workdir: Path, session: str, interval: float) -> None:
+        self.git_dir = git_dir
+        self.workdir = workdir
+        self.session = session
+        self.interval = interval
+        self.said: list[str] = []
+        self._error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="agentrun-outbox")
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            repo = pygit2.Repository(self.git_dir)
+            while not self._stop.wait(self.interval):
+                self.said += drain(repo, self.workdir, self.session)
+        except Exception as exc:  # raised again by stop(), in the runner's own thread
+            self._error = exc
+
+    def stop(self) -> list[str]:
+        """Stop draining; what was drained, one line per request. A failure is raised here."""
+        self._stop.set()
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self.said

@@ -1,13 +1,18 @@
-"""``git agentrun agent <verb>``: an agent's report, appended to its build's log.
+"""``git agentrun agent <verb>``: an agent's report, queued for the runner to append.
 
-A verb that does not fit the phase, or comes from a session that is not the open one
-(including one the runner already closed as abandoned), is refused and appends nothing.
-Inside a sandbox that keeps git metadata read-only, a report that fits is queued in the
-session's outbox instead, and the runner appends it after the turn (``outbox.drain``).
+A verb runs in the agent's environment, where the secret variables were removed, so it
+cannot scrub what it reports; the runner can (DESIGN §6, §11). The verb only reads: it
+validates the report against the build's log and queues it in the worktree's outbox
+(:mod:`agentrun.agent.outbox`), and the runner appends it, scrubbed, at its next
+heartbeat or after the turn. A verb that does not fit the phase, or comes from a session
+that is not the open one (including one the runner already closed as abandoned), is
+refused and queues nothing. Runtimes that live inside the runner (the API runtimes'
+tools, aider's block, the scripted agent) append through :func:`report` directly.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -16,7 +21,7 @@ from pathlib import Path
 import pygit2
 
 from agentrun import secrets
-from agentrun.agent.outbox import queue
+from agentrun.agent.outbox import OUTBOX, queue
 from agentrun.errors import ConcurrentUpdateError, VerbError
 from agentrun.events import (
     AgentActor,
@@ -27,7 +32,7 @@ from agentrun.events import (
     PlanSubmitted,
     VerifyVerdict,
 )
-from agentrun.gitrepo import common_dir, open_repo
+from agentrun.gitrepo import open_repo
 from agentrun.kernel.state import BuildState
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.log import Draft, EventLog, Tip
@@ -42,6 +47,9 @@ PHASE_VERBS: dict[str, tuple[str, ...]] = {
     "verify": ("pass", "fail", "escalate"),
 }
 RETRIES = 50
+# The main repository's common git dir, set by the runner: under isolation the worktree
+# may have a private git dir of its own, which does not hold the build logs.
+GIT_DIR_VARIABLE = "AGENTRUN_GIT_DIR"
 
 
 @dataclass(frozen=True)
@@ -80,34 +88,68 @@ class Report:
     findings: tuple[str, ...] = ()
 
 
-def log_repository(cwd: Path, environ: Mapping[str, str]) -> pygit2.Repository:
-    """The repository holding the build logs: ``AGENTRUN_GIT_DIR``, else found from ``cwd``.
+class ReadOnlyCache(StateCache):
+    """The state cache, read but never written: a verb leaves the repository as it found it."""
 
-    The worktree's own git dir is private (``isolation.gitdir``) and holds no log.
-    """
-    git_dir = environ.get("AGENTRUN_GIT_DIR", "")
+    def put(self, slug: str, tip: str, state: BuildState) -> None:
+        return
+
+
+def log_repository(cwd: Path, environ: Mapping[str, str]) -> pygit2.Repository:
+    """The repository holding the build logs: ``AGENTRUN_GIT_DIR``, else found from ``cwd``."""
+    git_dir = environ.get(GIT_DIR_VARIABLE, "")
     if not git_dir:
         return open_repo(cwd)
     try:
         return pygit2.Repository(git_dir)
     except pygit2.GitError:
-        raise VerbError(f"AGENTRUN_GIT_DIR={git_dir!r} is not a git repository") from None
+        raise VerbError(f"{GIT_DIR_VARIABLE}={git_dir!r} is not a git repository") from None
 
 
-def report(
-    repo: pygit2.Repository,
-    env: AgentEnv,
-    rep: Report,
-    queue_if_read_only: bool = True,
-    workdir: Path | None = None,
-) -> str:
-    """Append the agent's report; returns a one-line confirmation.
+def worktree_of(cwd: Path) -> Path:
+    """The build worktree ``cwd`` is in, whose outbox the runner drains."""
+    workdir = open_repo(cwd).workdir
+    if not workdir:
+        raise VerbError(f"{cwd} is not inside a build's worktree: run the verb in the worktree")
+    return Path(workdir)
 
-    Where the repository's git metadata is read-only (a sandbox such as Codex's
-    ``workspace-write``), a report that fits is queued in the worktree's outbox instead,
-    for the runner to append after the turn (DESIGN §6).
+
+def submit(env: AgentEnv, rep: Report, cwd: Path, environ: Mapping[str, str]) -> str:
+    """Validate the report (reading only) and queue it; returns a one-line confirmation."""
+    repo = log_repository(cwd, environ)
+    _, state = load_state(EventLog(repo), ReadOnlyCache(repo), env.build)
+    check_fits(state, env, rep.verb)
+    _, said = _draft(state, env, rep)
+    workdir = worktree_of(cwd)
+    check_not_queued(workdir, env)
+    request = {"build": env.build, "phase": env.phase, "round": env.round}
+    request |= {"session": env.session, **asdict(rep), "findings": list(rep.findings)}
+    path = queue(workdir, request)
+    return (
+        f"{rep.verb} queued in {path.relative_to(workdir)}; agentrun records it within a "
+        f"heartbeat: {said}"
+    )
+
+
+def check_not_queued(workdir: Path, env: AgentEnv) -> None:
+    """A session reports once: a second report while the first waits is refused here."""
+    for path in sorted((workdir / OUTBOX).glob("*.json")):
+        try:
+            claimed = json.loads(path.read_text(encoding="utf-8")).get("session")
+        except (OSError, ValueError, AttributeError):
+            continue  # unreadable or just drained: the runner judges it
+        if claimed == env.session:
+            raise VerbError(
+                f"session {env.session} already queued a report ({path.name}); nothing queued"
+            )
+
+
+def report(repo: pygit2.Repository, env: AgentEnv, rep: Report) -> str:
+    """Append the agent's report to the log; returns a one-line confirmation.
+
+    Called by the runner's process (the outbox's drain, runtimes that run inside it),
+    which knows the secret values: what the report carries is scrubbed when appended.
     """
-    writable = log_writable(repo)
     log = EventLog(repo)
     cache = StateCache(repo)
     for _ in range(RETRIES):
@@ -116,35 +158,12 @@ def report(
         secrets.remember_config(state.config, os.environ)
         check_fits(state, env, rep.verb)
         draft, said = _draft(state, env, rep)
-        outbox = workdir or (Path(repo.workdir) if repo.workdir else None)
-        if not writable and queue_if_read_only and outbox:
-            return _queue(outbox, env, rep)
         try:
             log.append(env.build, [draft], Tip(tip, state.seq))
         except ConcurrentUpdateError:
             continue  # the runner or a human appended meanwhile: re-read and re-check
         return said
     raise ConcurrentUpdateError(f"the log of {env.build} kept moving; try the verb again")
-
-
-def log_writable(repo: pygit2.Repository) -> bool:
-    """Whether this process may write git objects and refs (a sandbox may forbid it).
-
-    Asked up front: libgit2 does not always say so when a write fails (a commit on a
-    read-only object database comes back with an id that was never stored).
-    """
-    common = common_dir(repo)
-    return all(os.access(common / sub, os.W_OK) for sub in ("objects", "refs"))
-
-
-def _queue(workdir: Path, env: AgentEnv, rep: Report) -> str:
-    request = {"build": env.build, "phase": env.phase, "round": env.round}
-    request |= {"session": env.session, **asdict(rep), "findings": list(rep.findings)}
-    path = queue(workdir, request)
-    return (
-        f"{rep.verb} queued in {path.relative_to(workdir)}: the log is read-only here, "
-        "agentrun records it when the turn ends"
-    )
 
 
 def check_fits(state: BuildState, env: AgentEnv, verb: str) -> None:

@@ -177,15 +177,14 @@ def _time_limit_line(waiting: str, slug: str) -> None:
 
 @cli.command()
 def doctor() -> None:
-    """Which runtimes can run here and the isolation level in force; exits 1 when the
-    default role cannot run or the isolation asked for is impossible."""
+    """Which runtimes can run here; exits 1 when the default role cannot."""
     from agentrun.cli.render import doctor_lines
     from agentrun.commands.doctor import doctor as diagnose
 
     found = diagnose(_repo())
     for line in doctor_lines(found):
         click.echo(line)
-    if not (found.default_ok and found.isolation_ok):
+    if not found.default_ok:
         raise click.exceptions.Exit(EXIT_USER)
 
 
@@ -449,23 +448,21 @@ def agent() -> None:
 
 
 def _report(verb: str, text: str = "", findings: tuple[str, ...] = ()) -> None:
-    from agentrun.agent.verbs import Report, agent_env, log_repository, report
+    from agentrun.agent.verbs import Report, agent_env, submit
 
     env = agent_env(os.environ)
-    worktree = Path(_repo().workdir or Path.cwd())
-    repo = log_repository(Path.cwd(), os.environ)
-    click.echo(report(repo, env, Report(verb, text, findings), workdir=worktree))
+    click.echo(submit(env, Report(verb, text, findings), Path.cwd(), os.environ))
 
 
 @agent.command("context")
 def agent_context() -> None:
     """Write what this session needs to .agentrun/run/context.md and print its path."""
     from agentrun.agent.context import write_context
-    from agentrun.agent.verbs import agent_env, log_repository
+    from agentrun.agent.verbs import agent_env, log_repository, worktree_of
 
-    worktree = Path(_repo().workdir or Path.cwd())
+    env = agent_env(os.environ)
     repo = log_repository(Path.cwd(), os.environ)
-    click.echo(write_context(repo, agent_env(os.environ), worktree))
+    click.echo(write_context(repo, env, worktree_of(Path.cwd())))
 
 
 @agent.command("plan")
@@ -478,6 +475,8 @@ def agent_plan(file: Path) -> None:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise VerbError(f"cannot read the plan {file}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise VerbError(f"the plan {file} is not UTF-8 text (byte {exc.start})") from None
     _report("plan", text)
 
 

@@ -18,6 +18,7 @@ with write permission or above, asked of the API; bots only when the config list
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any
 
 import pygit2
 
+from agentrun import secrets
 from agentrun.commands.steer import FORGE, Steering, proposal_number
 from agentrun.config import CONFIG_FILE, Config, config_from_data, parse_config
 from agentrun.errors import AgentrunError, ConfigError, ForgeError, LeaseHeldError
@@ -32,6 +34,7 @@ from agentrun.events import BuildCreated, BuildResumeRequested, HumanActor
 from agentrun.forge.base import HostedForge
 from agentrun.kernel.state import BuildState
 from agentrun.sanitize import sanitize
+from agentrun.snapshot import snapshot
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.log import Draft, EventLog, build_ref
 
@@ -326,7 +329,7 @@ class Job:
             source="issue",
             issue=f"{self.event.repository}#{number}",
             requested_by=login or None,
-            config=config.model_dump(mode="json"),
+            config=snapshot(config),
         )
         tip, _ = self.log.append(slug, [Draft(created, HumanActor(login=login or "github"))], None)
         # The remote must not have the log yet: of two jobs creating it at once, one wins
@@ -453,6 +456,8 @@ class Job:
             if self.label:
                 data["forge"]["label"] = self.label
             self._config = config_from_data(data, source)
+            # Issue text, comments and reviews may quote a secret: scrubbed before written.
+            secrets.remember_config(self._config, os.environ)
         return self._config
 
     def _open_forge(self) -> HostedForge:

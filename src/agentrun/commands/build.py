@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
 
+from agentrun import secrets
 from agentrun.commands.doctor import auto_pick
 from agentrun.config import Config, config_from_data, load_config
 from agentrun.errors import AgentrunError, ConcurrentUpdateError, ConfigError
@@ -16,6 +18,7 @@ from agentrun.gitrepo import require_commits, user_login
 from agentrun.kernel.state import BuildState
 from agentrun.runner.build import Observer
 from agentrun.runner.loop import Outcome, Runner
+from agentrun.snapshot import snapshot
 from agentrun.store.archive import archived
 from agentrun.store.log import Draft, EventLog
 
@@ -33,7 +36,8 @@ class Created:
 
 
 def slugify(goal: str) -> str:
-    words = re.findall(r"[a-z0-9]+", goal.lower())[:SLUG_WORDS]
+    # A secret value in the goal must not become the slug, the branch and every trailer.
+    words = re.findall(r"[a-z0-9]+", secrets.scrub(goal).lower())[:SLUG_WORDS]
     slug = ""
     for word in words:
         candidate = f"{slug}-{word}" if slug else word
@@ -141,6 +145,8 @@ def create_build(
     if not config.roles:
         config, picked = auto_pick(config)
     check_runnable(config)
+    # Before anything is written: the goal may hold a secret value (scrubbed, slug too).
+    secrets.remember_config(config, os.environ)
     base_ref, base_sha = resolve_base(repo, base)
     dirty = has_uncommitted(repo)
     log = EventLog(repo)
@@ -157,7 +163,7 @@ def create_build(
             base_sha=base_sha,
             branch=branch,
             source="cli",
-            config=config.model_dump(mode="json"),
+            config=snapshot(config),
         )
         try:
             log.append(slug, [Draft(created, HumanActor(login=user_login(repo)))], None)
@@ -192,13 +198,17 @@ def resume_build(
     """
     from agentrun.commands.control import request_resume
     from agentrun.runner.remote import configured_remote
+    from agentrun.store.lease import clear_stale
+    from agentrun.store.remote_lease import clear_stale_remote
     from agentrun.store.sync import pull
 
     remote = remote if remote is not None else configured_remote(repo, slug)
-    if remote:
-        pull(repo, remote, slug)
+    where = pull(repo, remote, slug) if remote else None
     state = request_resume(repo, slug)
     if state.status != "running":
+        clear_stale(repo, slug)  # a runner killed right after the end left its lease
+        if where is not None:
+            clear_stale_remote(where, slug)
         return state
     return run_build(repo, slug, observer, remote=remote or "", stop_at=stop_at)
 

@@ -6,11 +6,13 @@ against the new state and re-appended (requests are safe to re-sequence).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import pygit2
 
+from agentrun import secrets
 from agentrun.errors import AgentrunError, ConcurrentUpdateError, EscalationError, LeaseHeldError
 from agentrun.events import (
     BuildAbortRequested,
@@ -67,6 +69,8 @@ def answer(
     chosen: list[str] = []
 
     def make(state: BuildState) -> EscalationAnswered:
+        # A person may paste a secret into an answer: it is scrubbed like the agents' words.
+        secrets.remember_config(state.config, os.environ)
         open_ = state.open_escalations
         if escalation is None:
             if not open_:

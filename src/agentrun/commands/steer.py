@@ -9,11 +9,13 @@ accepted command acknowledged with a reaction. Text that reaches an agent is san
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pygit2
 
+from agentrun import secrets
 from agentrun.errors import AgentrunError
 from agentrun.events import (
     BuildAbortRequested,
@@ -65,6 +67,8 @@ class Steering:
     def steer(self, state: BuildState) -> bool:
         """Act on every comment and review since the build's cursor, then advance it.
         True when anything was appended to the build's log."""
+        # A comment or review may quote a secret value: scrubbed before it is appended.
+        secrets.remember_config(state.config, os.environ)
         before = self.log.tip_oid(state.slug)
         numbers = [n for n in (state.issue_number, proposal_number(state)) if n]
         seen: dict[int, tuple[int, Comment]] = {}

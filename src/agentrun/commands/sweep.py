@@ -22,8 +22,9 @@ from agentrun.kernel.decide import Acknowledge, Wait, decide
 from agentrun.kernel.state import BuildState
 from agentrun.runner.deadline import TIME_LIMIT
 from agentrun.store.cache import StateCache, load_state
-from agentrun.store.lease import LeaseInfo, lease_info, read_lease
+from agentrun.store.lease import LeaseInfo, clear_stale, lease_info, read_lease
 from agentrun.store.log import EventLog
+from agentrun.store.remote_lease import clear_stale_remote
 from agentrun.store.sync import Remote, pull
 
 if TYPE_CHECKING:
@@ -73,6 +74,9 @@ def sweep(
     for slug in sorted(log.slugs()):
         state = load_state(log, cache, slug)[1]
         if state.status != "running":
+            clear_stale(repo, slug)  # a runner killed right after the end left its lease
+            if where is not None:
+                clear_stale_remote(where, slug)
             continue
         if stop_at is not None and time.monotonic() >= stop_at:
             swept.append(_skipped(state, "time limit reached before this build"))

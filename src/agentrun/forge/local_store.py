@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentrun.errors import ConcurrentUpdateError, ForgeError
 from agentrun.forge.base import Comment, ProposalInfo
-from agentrun.gitrepo import signature
-from agentrun.store.log import move_ref
+from agentrun.gitrepo import commit_at, signature
+from agentrun.store.log import event_commit, move_ref
 
 PULLS = "refs/agentrun/pulls/"
 BLOB = "proposal.json"
@@ -97,7 +97,7 @@ def read(repo: pygit2.Repository, number: int) -> tuple[str, Record]:
     ref = repo.references.get(pull_ref(number))
     if ref is None:
         raise ForgeError(f"no proposal #{number}: `git agentrun pulls` lists them")
-    commit = repo[ref.target].peel(pygit2.Commit)
+    commit = commit_at(repo, event_commit(repo, pull_ref(number), ref.target))
     try:
         blob = repo[commit.tree[BLOB].id].peel(pygit2.Blob)
         return str(commit.id), Record.model_validate_json(blob.data)

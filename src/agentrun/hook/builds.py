@@ -12,15 +12,16 @@ from agentrun.hook.guards import Rules
 
 def snapshot_rules(repo: pygit2.Repository, slug: str, environ: Mapping[str, str]) -> Rules | None:
     """The guards of the config snapshotted in the build's first event, if it has a log."""
-    from agentrun.config import config_from_data
+    from agentrun.errors import MalformedEventError
+    from agentrun.snapshot import read
 
     created = created_payload(repo, slug)
     config = getattr(created, "config", None)
     if not isinstance(config, dict):
         return None
     try:
-        return Rules.of(config_from_data(config, f"the config of build {slug}"), environ)
-    except ConfigError:
+        return Rules.of(read(config, f"the config of build {slug}"), environ)
+    except (ConfigError, MalformedEventError):
         return None
 
 
@@ -34,12 +35,11 @@ def created_payload(repo: pygit2.Repository, slug: str) -> object | None:
     """The payload of the build's first event (``build.created``), live or archived."""
     from agentrun.gitrepo import WALK_OLDEST_FIRST
     from agentrun.store.archive import archived
-    from agentrun.store.log import EventLog, build_ref
+    from agentrun.store.log import EventLog
 
     try:
-        ref = repo.references.get(build_ref(slug))
         # An archived build's log is still there, behind the archive.
-        tip = str(ref.target) if ref is not None else archived(repo).get(slug)
+        tip = EventLog(repo).tip_oid(slug) or archived(repo).get(slug)
         if tip is None:
             return None
         walker = repo.walk(tip, WALK_OLDEST_FIRST)

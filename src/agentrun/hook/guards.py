@@ -75,13 +75,12 @@ def protected_by(patterns: Iterable[str], path: str) -> str | None:
 
 def secret_in(line: str, values: Sequence[tuple[str, str]] = ()) -> str | None:
     """What kind of secret ``line`` carries (e.g. ``a GitHub token``), or None."""
-    kind = shape_in(line)
-    if kind is not None:
-        return kind
+    # A configured value is named first: "the value of $GITHUB_TOKEN" says more than
+    # the shape it may also have ("a secret assignment").
     for name, value in values:
         if value in line:
             return f"the value of ${name}"
-    return None
+    return shape_in(line)
 
 
 def check_diff(

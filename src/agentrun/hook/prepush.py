@@ -135,11 +135,15 @@ def pre_push(push: Push, cwd: Path, environ: Mapping[str, str]) -> Result:
     builds = [u for u in push.updates if u.build is not None and not u.deleted]
     if not builds:
         return Result()  # a deleted build branch leaves its log alone: nothing to check
+    from agentrun import secrets
     from agentrun.hook.builds import snapshot_rules
     from agentrun.hook.guards import Rules
 
     repo = _open(cwd, environ)
-    rules = Rules.of(_config(repo), environ)
+    config = _config(repo)
+    # Loaded as the runner loads them: whatever this process writes is scrubbed of them.
+    secrets.remember_config(config, environ)
+    rules = Rules.of(config, environ)
     remote_refs = _ls_remote(push.remote, cwd, environ)
     result, seen = Result(), set[str]()
     for update in builds:

@@ -16,10 +16,9 @@ import pygit2
 from agentrun.config import Config
 from agentrun.isolation.dumpable import make_undumpable
 from agentrun.isolation.levels import IsolationError, Level, resolve
-from agentrun.isolation.sandbox import GIT_DIR_VARIABLE, Sandbox, sandbox
+from agentrun.isolation.sandbox import Sandbox, sandbox
 
 __all__ = [
-    "GIT_DIR_VARIABLE",
     "IsolationError",
     "Level",
     "Sandbox",

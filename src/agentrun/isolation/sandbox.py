@@ -3,8 +3,8 @@
 ``procs.run_tree`` takes a sandbox and lets it rewrite the program's argv and
 environment. ``namespace`` wraps the program in bubblewrap; ``user`` in ``setpriv`` as
 the agent account. Both give the program the build's own HOME and a temporary folder of
-its own, and point ``AGENTRUN_GIT_DIR`` at the repository (its verbs read the log there
-and queue their reports in the worktree's outbox).
+its own. Its verbs read the log through ``AGENTRUN_GIT_DIR`` (``session_env``), which
+stays readable, and queue their reports in the worktree's outbox, which stays writable.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from agentrun.isolation import account, gitdir, homes
 from agentrun.isolation.levels import Level
 from agentrun.isolation.probe import BWRAP_FLAGS
 
-GIT_DIR_VARIABLE = "AGENTRUN_GIT_DIR"
 # Point into the real HOME or the shared /tmp, which the sandbox hides or does not share.
 DROPPED = ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR", "TMP", "TEMP")
 
@@ -45,7 +44,6 @@ class Sandbox:
     ) -> tuple[list[str], dict[str, str]]:
         """The argv and environment that run ``argv`` in ``cwd`` inside this sandbox."""
         env = {k: v for k, v in env.items() if k not in DROPPED}
-        env.setdefault(GIT_DIR_VARIABLE, str(self.common))
         env["HOME"] = str(self.home)
         if self.level.mode == "user":
             env["TMPDIR"] = str(self.home / "tmp")

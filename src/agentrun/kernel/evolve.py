@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from agentrun.config import Config, config_from_data
+from agentrun.config import Config
 from agentrun.events import (
     AgentDone,
     BaseMoved,
@@ -69,6 +69,7 @@ from agentrun.kernel.state import (
     StepResult,
     attempt_key,
 )
+from agentrun.snapshot import read as read_snapshot
 
 
 def evolve(state: BuildState, event: Event) -> BuildState:
@@ -106,7 +107,7 @@ Changes = dict[str, object]
 def _apply(s: BuildState, event: Event) -> Changes:
     p = event.payload
     if isinstance(p, BuildCreated):
-        config = config_from_data(p.config, "the build's config snapshot")
+        config = read_snapshot(p.config)
         return {
             "created_at": event.ts,
             "goal": p.goal,

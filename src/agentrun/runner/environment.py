@@ -52,10 +52,12 @@ def session_env(
     secret: Iterable[str] = (),
     keep: Iterable[str] = (),
     environ: Mapping[str, str] | None = None,
+    git_dir: Path | None = None,
 ) -> dict[str, str]:
     """The allow-listed environment, the agent variables, and ``git-agentrun`` on PATH.
 
     ``secret`` names are removed (except those in ``keep``: the runtime's own key).
+    ``git_dir``: the repository's common git dir, where the agent's verbs read the log.
     """
     source = os.environ if environ is None else environ
     kept = set(keep)
@@ -72,4 +74,6 @@ def session_env(
     entries = [scripts, bindir, *env.get("PATH", "").split(os.pathsep)]
     env["PATH"] = os.pathsep.join(dict.fromkeys(e for e in entries if e))
     env.update(AGENTRUN_BUILD=build, AGENTRUN_PHASE=f"{phase}@{round_}", AGENTRUN_SESSION=session)
+    if git_dir is not None:
+        env["AGENTRUN_GIT_DIR"] = str(git_dir)
     return env

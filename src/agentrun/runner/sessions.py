@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pygit2
 
-from agentrun import isolation, procs
-from agentrun.agent.outbox import drain
+from agentrun import isolation, procs, secrets
+from agentrun.agent.outbox import Drainer, drain
 from agentrun.errors import GuardError, LeaseLostError, RuntimeSetupError
 from agentrun.events import (
     AgentDone,
@@ -175,6 +175,9 @@ class SessionRunner:
             error = f"role {job.role!r} is routed to runtime {name!r}, which is not configured"
             self._fail(job, session, TurnResult(ok=False, error=error, permanent=True), "")
             return False
+        # The credentials its `env` table gives the runtime are scrubbed like secrets from
+        # here on (the build's config snapshot, written before, keeps what it needs).
+        secrets.remember(secrets.values_of((key_variable(config),), config.env))
         plan = self.build.log.text(self.build.tip, state.plan)
         spec = SessionSpec(
             session=session,
@@ -192,8 +195,8 @@ class SessionRunner:
                 session,
                 secret=state.config.secrets.env,
                 keep=(key_variable(config),),
-            )
-            | {isolation.GIT_DIR_VARIABLE: str(common_dir(self.repo))},
+                git_dir=common_dir(self.repo),
+            ),
             budget_seconds=session_budget(state),
             repo_root=Path(self.repo.workdir or self.workspace.path),
             resume_from=self._resume_from(job, name),
@@ -205,17 +208,23 @@ class SessionRunner:
         )
         control = SessionControl(on_activity=self.observer.activity, on_process=self._record_agent)
         watcher = AbortWatcher(self.repo, state.slug, control.cancel, self.remote_abort)
+        # The agent's verbs only queue: their reports are appended here, scrubbed, while
+        # the agent runs (an escalation takes effect at once) and after the turn.
+        drainer = Drainer(self.repo.path, self.workspace.path, session, self.beat.interval)
         try:
             runtime = make_runtime(name, config)
             handle, turn = runtime.start(spec, control)
             transcript = runtime.end(handle)
         except RuntimeSetupError as exc:
             watcher.stop()
+            drainer.stop()
             self._fail(job, session, TurnResult(ok=False, error=str(exc), permanent=True), "")
             return False
         except KeyboardInterrupt:
             control.cancel.set()
             watcher.stop()
+            with contextlib.suppress(Exception):
+                drainer.stop()
             self._end_agent()
             why = self.interrupted_by()
             self.build.append(
@@ -227,8 +236,7 @@ class SessionRunner:
             raise
         watcher.stop()
         self._record_agent(None)
-        # Reports a sandboxed agent could only queue are appended now, validated as if live.
-        queued = drain(self.repo, self.workspace.path, session)
+        queued = drainer.stop() + drain(self.repo, self.workspace.path, session)
         if queued:
             transcript = replace(transcript, text=transcript.text + "\n".join(queued) + "\n")
         turn = replace(turn, usage=with_cost(turn.usage, config.model, state.config.prices))

@@ -31,7 +31,8 @@ from agentrun.gitrepo import (
     tree_at,
     worktrees_dir,
 )
-from agentrun.hook.guards import Rules, check_diff, check_workdir, summary
+from agentrun.hook.builds import snapshot_rules
+from agentrun.hook.guards import Rules, check_commit, check_diff, check_workdir, summary
 from agentrun.isolation import gitdir
 from agentrun.secrets import scrub
 
@@ -96,11 +97,24 @@ class Workspace:
         return self.path
 
     def _keep_unknown_tip(self, head: str) -> None:
+        """Keep the branch's tip when it holds commits the log does not know.
+
+        Not when one of those commits carries a secret by the build's guards (an agent's
+        commit the guard refused, or anyone's): a ref would keep the secret, and carry it
+        wherever ``refs/agentrun/`` goes. Nothing is kept then; the commits are left
+        unreferenced for git's garbage collection.
+        """
         current = self.repo.references.get(self.branch_ref)
         if current is None or str(current.target) == head:
             return
         if self.repo.descendant_of(head, current.target):
             return  # behind the log's head: nothing of its own to keep
+        rules = snapshot_rules(self.repo, self.slug, os.environ) or Rules.of(Config(), os.environ)
+        walker = self.repo.walk(current.target, WALK_NEWEST_FIRST)
+        walker.hide(pygit2.Oid(hex=head))
+        for commit in walker:
+            if any(f.line is not None for f in check_commit(self.repo, commit, rules)):
+                return
         name = f"{DISCARDED}{self.slug}"
         self.repo.references.create(name, current.target, force=True)
 

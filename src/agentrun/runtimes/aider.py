@@ -257,7 +257,7 @@ class AiderRuntime(CliRuntime):
                 return TurnResult(ok=False, usage=usage, error=error, cause="no-terminal")
             env = AgentEnv(spec.build, spec.phase, spec.round, spec.session)
             repo = pygit2.Repository(str(spec.log_repository()))
-            said = report(repo, env, rep, queue_if_read_only=False)
+            said = report(repo, env, rep)
         except AgentrunError as exc:
             handle.transcript.append(f"[agentrun] the agentrun block was refused: {exc}\n")
             return TurnResult(ok=False, usage=usage, error=f"agentrun block refused: {exc}")

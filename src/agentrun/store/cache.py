@@ -14,6 +14,7 @@ from pathlib import Path
 import pygit2
 from pydantic import ValidationError
 
+from agentrun import __version__
 from agentrun.errors import UnknownBuildError
 from agentrun.gitrepo import agentrun_dir
 from agentrun.kernel import replay
@@ -32,12 +33,16 @@ class StateCache:
     def get(self, slug: str) -> tuple[str, BuildState] | None:
         try:
             raw = json.loads(self._path(slug).read_bytes())
+            if raw.get("agentrun") != __version__:
+                return None  # another release folds events its own way: replay
             return raw["tip"], BuildState.model_validate(raw["state"])
-        except (OSError, ValueError, KeyError, TypeError, ValidationError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, ValidationError):
             return None  # absent or from another version: replay
 
     def put(self, slug: str, tip: str, state: BuildState) -> None:
-        data = json.dumps({"tip": tip, "state": state.model_dump(mode="json")})
+        data = json.dumps(
+            {"agentrun": __version__, "tip": tip, "state": state.model_dump(mode="json")}
+        )
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agentrun import procs
 from agentrun.errors import ConcurrentUpdateError, ConfigError, LeaseHeldError, LeaseLostError
 from agentrun.gitrepo import commit_at, empty_tree, now_utc, signature
-from agentrun.store.log import check_slug, move_ref
+from agentrun.store.log import check_slug, delete_ref, move_ref
 
 LEASES = "refs/agentrun/leases/"
 TTL_SECONDS = 120.0
@@ -173,6 +173,26 @@ def acquire(
     except ConcurrentUpdateError:
         raise LeaseHeldError(f"another runner claimed build {slug} at the same moment") from None
     return Lease(repo, slug, oid, info, ttl, taken_from)
+
+
+def clear_stale(repo: pygit2.Repository, slug: str, now: datetime | None = None) -> bool:
+    """Remove a lease nobody holds any more (expired, or its holder died here).
+
+    A runner killed right after ``build.completed`` leaves its lease behind; ``resume``,
+    ``sweep`` and ``gc`` call this for finished builds. The ref is deleted only if it
+    still holds the lease that was judged stale (compare-and-swap).
+    """
+    seen = read_lease(repo, slug)
+    if seen is None:
+        return False
+    oid, info = seen
+    if not info.expired(now or now_utc()) and not info.holder_dead_here():
+        return False
+    try:
+        delete_ref(repo, lease_ref(slug), oid)
+    except ConcurrentUpdateError:
+        return False  # someone claimed or renewed it meanwhile: theirs now
+    return True
 
 
 def _write(repo: pygit2.Repository, info: LeaseInfo) -> str:

@@ -7,8 +7,10 @@ Appends are compare-and-swap: the ref is created with ``force=False`` or moved w
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import shutil
 import socket
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
@@ -19,6 +21,7 @@ import pygit2
 
 from agentrun.errors import (
     ConcurrentUpdateError,
+    DiskFullError,
     InvalidEventError,
     MalformedEventError,
     UnknownBuildError,
@@ -99,8 +102,11 @@ class EventLog:
         )
 
     def tip_oid(self, slug: str) -> str | None:
-        ref = self.repo.references.get(build_ref(slug))
-        return None if ref is None else str(ref.target)
+        name = build_ref(slug)
+        ref = self.repo.references.get(name)
+        if ref is None:
+            return None
+        return event_commit(self.repo, name, ref.target)
 
     def tip(self, slug: str) -> Tip | None:
         oid = self.tip_oid(slug)
@@ -226,6 +232,41 @@ class EventLog:
         move_ref(self.repo, name, new, old)
 
 
+def event_commit(repo: pygit2.Repository, name: str, target: pygit2.Oid | str) -> str:
+    """``target`` of the ref ``name``, refused in one line unless it is a commit here."""
+    oid = str(target)
+    found = repo.get(oid)
+    if isinstance(found, pygit2.Commit):
+        return oid
+    what = "a missing object" if found is None else f"a {found.type_str}"
+    raise MalformedEventError(
+        f"{name} points at {what} ({oid[:12]}), not at a commit: remove it with "
+        f"`git update-ref -d {name}` (a remote's copy comes back with `git agentrun sync`)"
+    )
+
+
+NO_SPACE = "No space left on device"
+# libgit2 may report a full disk only as a missing object or an unwritable lock file.
+LOW_SPACE_BYTES = 64 * 1024
+
+
+def disk_full(repo: pygit2.Repository, name: str, detail: object) -> DiskFullError | None:
+    """The error to raise when a failed write of ``name`` came from a full disk."""
+    said = (isinstance(detail, OSError) and detail.errno == errno.ENOSPC) or NO_SPACE in str(detail)
+    if not said:
+        try:
+            said = shutil.disk_usage(common_dir(repo)).free < LOW_SPACE_BYTES
+        except OSError:
+            return None
+    if not said:
+        return None
+    return DiskFullError(
+        f"no space left on the device while writing {name}: nothing already recorded is "
+        "lost; free some space and run the command again (`git agentrun resume SLUG` "
+        "continues a build)"
+    )
+
+
 def move_ref(repo: pygit2.Repository, name: str, new: str, old: str | None) -> None:
     """Compare-and-swap a ref from ``old`` (None: it must not exist yet) to ``new``."""
     if old is None:
@@ -237,9 +278,28 @@ def move_ref(repo: pygit2.Repository, name: str, new: str, old: str | None) -> N
             raise ConcurrentUpdateError(f"{name} moved since it was read")
         ref.set_target(pygit2.Oid(hex=new))
     except (pygit2.GitError, OSError) as exc:
+        full = disk_full(repo, name, exc)
+        if full is not None:
+            raise full from None
         # libgit2 reports a moved ref ("old reference value does not match") and a
         # held lock ("failed to lock file") alike: someone else is writing.
         raise ConcurrentUpdateError(f"{name}: {exc}") from None
+
+
+def delete_ref(repo: pygit2.Repository, name: str, old: str) -> None:
+    """Delete ``name`` only if it still points at ``old`` (checked under the ref's lock)."""
+    done = subprocess.run(
+        ["git", f"--git-dir={common_dir(repo)}", "update-ref", "-d", name, old],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=child_env(),
+    )
+    if done.returncode != 0:
+        full = disk_full(repo, name, done.stderr)
+        if full is not None:
+            raise full
+        raise ConcurrentUpdateError(f"{name}: {done.stderr.strip() or 'moved'}")
 
 
 def _create_ref(repo: pygit2.Repository, name: str, new: str) -> None:
@@ -259,4 +319,7 @@ def _create_ref(repo: pygit2.Repository, name: str, new: str) -> None:
         env=child_env(),
     )
     if done.returncode != 0:
+        full = disk_full(repo, name, done.stderr)
+        if full is not None:
+            raise full
         raise ConcurrentUpdateError(f"{name}: {done.stderr.strip() or 'already exists'}")

@@ -66,10 +66,10 @@ def claim_remote(
     now = now or now_utc()
     where = Remote(repo, remote)
     ref = lease_ref(slug)
-    seen = where.ls(ref).get(ref)
-    if seen is not None:
-        where.git("fetch", "--no-tags", "--quiet", remote, f"+{ref}:{where.tracking}leases/{slug}")
-        old = lease_info(repo, seen)
+    found = remote_lease(where, slug)
+    seen = found[0] if found else None
+    if found is not None:
+        old = found[1]
         if not old.expired(now) and not old.holder_dead_here():
             raise LeaseHeldError(
                 f"build {slug} is being run by {old.holder} on {old.host} (pid {old.pid}), "
@@ -102,6 +102,36 @@ def claim_remote(
 def release_remote(lease: RemoteLease) -> bool:
     """Give the lease back on its remote (False: it was no longer ours)."""
     return lease.release()
+
+
+def clear_stale_remote(where: Remote, slug: str, now: datetime | None = None) -> bool:
+    """Delete ``slug``'s lease on the remote if nobody holds it any more.
+
+    ``where`` was just fetched (``store.sync.pull``): the lease its fetch saw is judged,
+    and deleted only if the remote still holds that one (compare-and-swap).
+    """
+    seen = where.seen(f"leases/{slug}")
+    if seen is None:
+        return False
+    old = lease_info(where.repo, seen)
+    if not old.expired(now or now_utc()) and not old.holder_dead_here():
+        return False
+    update = RefUpdate(lease_ref(slug), "", seen)
+    done = where.push([update])
+    if done is None or done.returncode != 0:
+        return False
+    where.record([update])
+    return True
+
+
+def remote_lease(where: Remote, slug: str) -> tuple[str, LeaseInfo] | None:
+    """The lease ``where`` holds for ``slug`` (its commit fetched to read it), if any."""
+    ref = lease_ref(slug)
+    seen = where.ls(ref).get(ref)
+    if seen is None:
+        return None
+    where.git("fetch", "--no-tags", "--quiet", where.name, f"+{ref}:{where.tracking}leases/{slug}")
+    return seen, lease_info(where.repo, seen)
 
 
 def lease_commit(repo: pygit2.Repository, info: LeaseInfo) -> str:
