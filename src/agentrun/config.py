@@ -182,6 +182,25 @@ class Secrets(_Model):
         return value
 
 
+class Isolation(_Model):
+    """How agents (and the checks that run their code) are kept from the runner's secrets.
+
+    ``auto``: the strongest level this machine allows under GitHub Actions or GitLab CI,
+    ``none`` elsewhere. ``namespace``: bubblewrap (own user, PID, IPC and mount
+    namespaces, read-only filesystem). ``user``: an unprivileged account (``user``).
+    """
+
+    mode: Literal["auto", "none", "namespace", "user"] = "auto"
+    user: str = "agentrun-agent"
+
+    @field_validator("user")
+    @classmethod
+    def _account(cls, value: str) -> str:
+        if not re.match(r"^[a-z_][a-z0-9_-]{0,31}$", value):
+            raise ValueError("an account name: lower-case letters, digits, '_' and '-'")
+        return value
+
+
 class Config(_Model):
     roles: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     runtimes: dict[str, RuntimeConfig] = Field(default_factory=dict)
@@ -195,6 +214,7 @@ class Config(_Model):
     sync: SyncConfig = SyncConfig()
     protect: Protect = Protect()
     secrets: Secrets = Secrets()
+    isolation: Isolation = Isolation()
 
     @field_validator("roles", mode="before")
     @classmethod

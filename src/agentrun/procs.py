@@ -13,9 +13,10 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import psutil
 
@@ -63,8 +64,12 @@ def is_alive(pid: int, start: float) -> bool:
     return abs(now_start - start) < 1.0
 
 
-def end_tree(root_pid: int, grace: float = GRACE_SECONDS) -> list[int]:
-    """End ``root_pid``, its process group and all their descendants. Returns the pids ended."""
+def end_tree(root_pid: int, grace: float = GRACE_SECONDS, via: Sequence[str] = ()) -> list[int]:
+    """End ``root_pid``, its process group and all their descendants. Returns the pids ended.
+
+    Processes this one may not signal (an agent running as another account) are signalled
+    through ``via`` (e.g. ``sudo -n``) when given.
+    """
     procs: dict[int, psutil.Process] = {}
     try:
         root = psutil.Process(root_pid)
@@ -75,10 +80,10 @@ def end_tree(root_pid: int, grace: float = GRACE_SECONDS) -> list[int]:
         pass
     for proc in _group_members(root_pid):
         procs.setdefault(proc.pid, proc)
-    return _terminate(list(procs.values()), grace)
+    return _terminate(list(procs.values()), grace, via)
 
 
-def end_group(pgid: int, grace: float = GRACE_SECONDS) -> list[int]:
+def end_group(pgid: int, grace: float = GRACE_SECONDS, via: Sequence[str] = ()) -> list[int]:
     """End what is left of a process group (and its members' descendants)."""
     procs: dict[int, psutil.Process] = {}
     for proc in _group_members(pgid):
@@ -88,7 +93,7 @@ def end_group(pgid: int, grace: float = GRACE_SECONDS) -> list[int]:
                 procs.setdefault(child.pid, child)
         except psutil.NoSuchProcess:
             continue
-    return _terminate(list(procs.values()), grace)
+    return _terminate(list(procs.values()), grace, via)
 
 
 def _group_members(pgid: int) -> list[psutil.Process]:
@@ -104,22 +109,43 @@ def _group_members(pgid: int) -> list[psutil.Process]:
     return members
 
 
-def _terminate(procs: list[psutil.Process], grace: float) -> list[int]:
+def _terminate(procs: list[psutil.Process], grace: float, via: Sequence[str]) -> list[int]:
     mine = os.getpid()
     procs = [p for p in procs if p.pid != mine]
-    for proc in procs:
-        try:
-            proc.send_signal(signal.SIGTERM)
-        except psutil.NoSuchProcess:
-            continue
+    _signal(procs, signal.SIGTERM, via)
     _, alive = psutil.wait_procs(procs, timeout=grace)
-    for proc in alive:
-        try:
-            proc.kill()
-        except psutil.NoSuchProcess:
-            continue
+    _signal(alive, signal.SIGKILL, via)
     psutil.wait_procs(alive, timeout=grace)
     return sorted(p.pid for p in procs)
+
+
+def _signal(procs: list[psutil.Process], sig: signal.Signals, via: Sequence[str]) -> None:
+    denied = []
+    for proc in procs:
+        try:
+            proc.send_signal(sig)
+        except psutil.NoSuchProcess:
+            continue
+        except psutil.AccessDenied:
+            denied.append(str(proc.pid))
+    if denied and via:
+        subprocess.run(
+            [*via, "kill", f"-{sig.name.removeprefix('SIG')}", *denied],
+            capture_output=True,
+            check=False,
+            timeout=30,
+        )
+
+
+class Sandbox(Protocol):
+    """Where a program runs isolated (``agentrun.isolation``): how to start and signal it."""
+
+    @property
+    def signal_via(self) -> tuple[str, ...]: ...
+
+    def wrap(
+        self, argv: list[str], env: dict[str, str], cwd: Path
+    ) -> tuple[list[str], dict[str, str]]: ...
 
 
 @dataclass
@@ -139,11 +165,17 @@ def run_tree(
     cancel: threading.Event | None = None,
     on_line: Callable[[str], None] | None = None,
     on_start: Callable[[int], None] | None = None,
+    sandbox: Sandbox | None = None,
 ) -> Finished:
     """Run a program in its own session; end its whole tree on timeout or cancel.
 
     Output (stdout and stderr together) is streamed to ``on_line`` and returned whole.
+    With ``sandbox``, the program runs inside it (its argv and environment rewritten).
     """
+    via: tuple[str, ...] = ()
+    if sandbox is not None:
+        argv, env = sandbox.wrap(argv, env, cwd)
+        via = sandbox.signal_via
     proc = subprocess.Popen(
         argv,
         cwd=cwd,
@@ -192,17 +224,17 @@ def run_tree(
             elif time.monotonic() > deadline:
                 timed_out = True
             if timed_out or cancelled:
-                end_tree(proc.pid)
+                end_tree(proc.pid, via=via)
                 proc.wait()
                 break
     except KeyboardInterrupt:
         # The program runs in a session of its own, so the terminal's Ctrl-C never
         # reached it: end its tree before letting the interrupt go on.
-        end_tree(proc.pid)
+        end_tree(proc.pid, via=via)
         proc.wait()
         raise
     # Descendants that outlived the leader would hold the pipe open: end them too.
-    end_group(proc.pid, grace=0.5)
+    end_group(proc.pid, grace=0.5, via=via)
     reader.join(timeout=5)
     return Finished(
         exit_code=None if (timed_out or cancelled) else proc.returncode,

@@ -113,6 +113,9 @@ def test_two_jobs_at_once_for_one_issue_run_one_build(site: Site) -> None:
 
 def _hanging_config(site: Site) -> Path:
     table, state = command_agent(site.root, implement="hang")
+    # The agent keeps its pids in the test's temporary folder, which isolation hides
+    # (tests/security runs agents isolated under GITHUB_ACTIONS).
+    table += '\n[isolation]\nmode = "none"\n'
     site.configure([], table, SCRIPTED_BUT_IMPLEMENT)
     return state
 

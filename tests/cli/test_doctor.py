@@ -36,6 +36,8 @@ command = [{json.dumps(program)}, "agent.py"]
 """
 
 
+# The last line names the isolation level (tests/security checks it): the one before it
+# says what the default role runs on.
 def rows(output: str) -> dict[str, list[str]]:
     """The doctor table by runtime name: [KIND, ROLES, RUNS, DETAIL]."""
     lines = output.splitlines()
@@ -83,7 +85,7 @@ def test_a_command_runtime_that_can_run(here: Path) -> None:
     assert rows(result.stdout) == {
         "agent": ["command", "default,code-review", "ok", f"{sys.executable} at {sys.executable}"],
     }
-    assert result.stdout.splitlines()[-1] == "default role runs on: agent (configured)"
+    assert result.stdout.splitlines()[-2] == "default role runs on: agent (configured)"
 
 
 def test_a_missing_program_fails_the_default_role(here: Path) -> None:
@@ -92,7 +94,7 @@ def test_a_missing_program_fails_the_default_role(here: Path) -> None:
 
     assert result.exit_code == 1
     assert rows(result.stdout) == {"agent": ["command", "default", "no", f"{MISSING} not found"]}
-    assert result.stdout.splitlines()[-1] == (
+    assert result.stdout.splitlines()[-2] == (
         "the default role cannot run: none of agent is usable"
     )
 
@@ -197,7 +199,7 @@ def test_doctor_without_a_config(
     table = rows(result.stdout)
     assert list(table) == ["claude", "codex", "anthropic", "openai", "aider"]
     assert all(row[2] == "no" for row in table.values())
-    assert result.stdout.splitlines()[-1] == (
+    assert result.stdout.splitlines()[-2] == (
         "no runtime can run here: configure one (`git agentrun init`)"
     )
 
@@ -210,7 +212,7 @@ def test_doctor_without_a_config(
         "ok",
         f"2.1.0 (Claude Code) at {claude}",
     ]
-    assert result.stdout.splitlines()[-1] == (
+    assert result.stdout.splitlines()[-2] == (
         "default role runs on: claude (picked, none is configured)"
     )
 
@@ -290,6 +292,6 @@ def test_run_without_roles_picks_and_says_so(
     monkeypatch.chdir(repo_path)
     result = invoke("doctor")
     assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines()[-1] == (
+    assert result.stdout.splitlines()[-2] == (
         "default role runs on: claude (picked, none is configured)"
     )

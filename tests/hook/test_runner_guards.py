@@ -82,9 +82,9 @@ def test_an_agent_commit_touching_a_protected_path_is_named(
         error,
     )
     assert found is not None, error
-    assert repo.revparse_single(found[1]).peel(pygit2.Commit).message.strip() == (
-        "tweak the acceptance test"
-    )
+    # The refused commit lived in the worktree's private git dir only.
+    with pytest.raises(KeyError):
+        repo.revparse_single(found[1])
     assert state == "complete"
     assert "tests/acceptance/a.py" not in changed_on_branch(repo_path, slug)
 

@@ -309,7 +309,8 @@ def test_a_refused_agent_commit_is_not_kept_with_its_secret(
     assert "adds the value of $MY_SECRET in config.txt" in failed.error
     assert payloads(repo, slug, "build.completed")
     leaky = (state / "leaky").read_text()
-    assert leaky in repo  # the agent did write it
+    # The agent committed it in its worktree's private git dir: it never reached the repository.
+    assert leaky not in repo
     assert f"refs/agentrun/discarded/{slug}" not in repo.references
     # No ref reaches the refused commit, so nothing pushes or keeps it.
     reachable = git(repo_path, "rev-list", "--all").split()

@@ -194,14 +194,15 @@ def _time_limit_line(waiting: str, slug: str) -> None:
 
 @cli.command()
 def doctor() -> None:
-    """Which runtimes can run here; exits 1 when the default role cannot."""
+    """Which runtimes can run here and the isolation level in force; exits 1 when the
+    default role cannot run or the isolation asked for is impossible."""
     from agentrun.cli.render import doctor_lines
     from agentrun.commands.doctor import doctor as diagnose
 
     found = diagnose(_repo())
     for line in doctor_lines(found):
         click.echo(line)
-    if not found.default_ok:
+    if not (found.default_ok and found.isolation_ok):
         raise click.exceptions.Exit(EXIT_USER)
 
 

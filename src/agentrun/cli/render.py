@@ -209,4 +209,6 @@ def doctor_lines(found: Diagnosis) -> list[str]:
         lines.append("no runtime can run here: configure one (`git agentrun init`)")
     else:
         lines.append(f"the default role cannot run: none of {', '.join(found.default)} is usable")
+    if found.isolation:
+        lines.append(found.isolation)
     return lines

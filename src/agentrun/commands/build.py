@@ -72,7 +72,13 @@ def parse_roles(values: tuple[str, ...]) -> dict[str, str]:
 
 
 def check_runnable(config: Config) -> None:
-    """Refuse to start a build no agent could run, saying how to configure one."""
+    """Refuse to start a build no agent could run, saying how to configure one.
+
+    Also one that would run agents less isolated than CI asks (``[isolation]``).
+    """
+    from agentrun.isolation import resolve
+
+    resolve(config.isolation)
     if not config.roles:
         raise ConfigError(
             "no agent runtime is configured: run `git agentrun init` and edit .agentrun.toml "

@@ -1,4 +1,5 @@
-"""``git agentrun doctor``: which runtimes can run here, and which one ``run`` would pick."""
+"""``git agentrun doctor``: which runtimes can run here, which one ``run`` would pick, and
+the isolation level agents would run at (and why)."""
 
 from __future__ import annotations
 
@@ -31,10 +32,23 @@ class Diagnosis:
     default: tuple[str, ...]  # what the default role runs on (picked when not configured)
     default_ok: bool
     picked: bool  # the default was picked here, not configured
+    isolation: str = ""  # "isolation: namespace (auto (GITHUB_ACTIONS=true): ...)"
+    isolation_ok: bool = True
+
+
+def isolation_line(config: Config, environ: Mapping[str, str]) -> tuple[str, bool]:
+    from agentrun.isolation import IsolationError, resolve
+
+    try:
+        level = resolve(config.isolation, environ)
+    except IsolationError as exc:
+        return f"isolation: impossible: {exc}", False
+    return f"isolation: {level.mode} ({level.why})", True
 
 
 def diagnose(config: Config, environ: Mapping[str, str] | None = None) -> Diagnosis:
     env = os.environ if environ is None else environ
+    isolation, isolation_ok = isolation_line(config, env)
     names: dict[str, list[str]] = {}
     for role, entries in config.roles.items():
         for entry in entries:
@@ -54,9 +68,11 @@ def diagnose(config: Config, environ: Mapping[str, str] | None = None) -> Diagno
     ok = {row.name for row in rows if row.probe.ok}
     if config.roles:
         default = config.runtimes_for("default") or config.runtimes_for("implement")
-        return Diagnosis(rows, default, any(d in ok for d in default), picked=False)
+        usable = any(d in ok for d in default)
+        return Diagnosis(rows, default, usable, False, isolation, isolation_ok)
     picked = next((name for name in AUTO_ORDER if name in ok), None)
-    return Diagnosis(rows, (picked,) if picked else (), picked is not None, picked=True)
+    chosen = (picked,) if picked else ()
+    return Diagnosis(rows, chosen, picked is not None, True, isolation, isolation_ok)
 
 
 def doctor(repo: pygit2.Repository) -> Diagnosis:

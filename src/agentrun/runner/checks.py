@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from agentrun import procs
+from agentrun import isolation, procs
 from agentrun.errors import GuardError
 from agentrun.events import (
     FinalizeCompleted,
@@ -20,6 +20,7 @@ from agentrun.events import (
     VerifyCompleted,
     VerifyStarted,
 )
+from agentrun.gitrepo import common_dir
 from agentrun.kernel.decide import RunCheck, RunFinalizeStep, SkipVerify
 from agentrun.runner.build import BuildHandle
 from agentrun.runner.environment import session_env
@@ -51,7 +52,16 @@ def _run_command(
 ) -> procs.Finished:
     """Run a step's command in the worktree; an abort request cancels it at once."""
     state = build.state
-    env = session_env(state.slug, phase, state.impl_round, "none", state.config.secrets.env)
+    env = session_env(
+        state.slug,
+        phase,
+        state.impl_round,
+        "none",
+        state.config.secrets.env,
+        git_dir=common_dir(build.repo),
+    )
+    # The command runs the agent's code (tests, a build script): isolated as the agent was.
+    sandbox = isolation.for_worktree(build.repo, state.config, state.slug, workspace.path)
     cancel = threading.Event()
     watcher = AbortWatcher(build.repo, state.slug, cancel)
     try:
@@ -62,6 +72,7 @@ def _run_command(
             timeout=state.config.policy.check_timeout_seconds,
             cancel=cancel,
             on_line=build.observer.activity,
+            sandbox=sandbox,
         )
     finally:
         watcher.stop()

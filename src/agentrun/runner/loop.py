@@ -16,7 +16,7 @@ from typing import assert_never
 
 import pygit2
 
-from agentrun import procs, secrets
+from agentrun import isolation, procs, secrets
 from agentrun.errors import (
     AgentrunError,
     ConcurrentUpdateError,
@@ -151,6 +151,7 @@ class Runner:
         build = BuildHandle(self.repo, self.slug, self.observer, writer=self.instance)
         state = build.state
         secrets.remember_config(state.config, os.environ)
+        isolation.start(state.config)  # the level CI asks for is possible, or stop here
         workspace = Workspace(self.repo, self.slug, state.branch)
         publisher = Publisher(self.repo, build)
         sessions = SessionRunner(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pygit2
 
-from agentrun import procs, secrets
+from agentrun import isolation, procs, secrets
 from agentrun.agent.outbox import Drainer, drain
 from agentrun.errors import GuardError, LeaseLostError, RuntimeSetupError
 from agentrun.events import (
@@ -201,6 +201,10 @@ class SessionRunner:
             repo_root=Path(self.repo.workdir or self.workspace.path),
             resume_from=self._resume_from(job, name),
             max_tokens=session_tokens(state, config.model),
+            sandbox=isolation.for_worktree(
+                self.repo, state.config, state.slug, self.workspace.path
+            ),
+            git_dir=common_dir(self.repo),
         )
         control = SessionControl(on_activity=self.observer.activity, on_process=self._record_agent)
         watcher = AbortWatcher(self.repo, state.slug, control.cancel, self.remote_abort)

@@ -1,8 +1,10 @@
 """The build's workspace: a git worktree on ``agentrun/<slug>`` (DESIGN §4, §12).
 
 It lives in the user's cache folder (``gitrepo.worktrees_dir``), so the user's own
-working tree and index are never touched. Each phase ends with exactly one phase commit
-whose parent is the previous phase commit; commits the agent made itself are folded in.
+working tree and index are never touched. Its git dir is private (``isolation.gitdir``):
+it borrows the repository's objects read-only, so agents commit without write access to
+the repository's ``.git``. Each phase ends with exactly one phase commit whose parent is
+the previous phase commit; commits the agent made itself are folded in.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from agentrun.errors import GuardError, RuntimeSetupError
 from agentrun.gitrepo import (
     WALK_NEWEST_FIRST,
     blob_data,
+    common_dir,
     signature,
     tree_at,
     worktrees_dir,
 )
 from agentrun.hook.builds import snapshot_rules
 from agentrun.hook.guards import Rules, check_commit, check_diff, check_workdir, summary
+from agentrun.isolation import gitdir
 from agentrun.secrets import scrub
 
 # The maintainers' own: agentrun's config and prompts steer every later build.
@@ -67,6 +71,7 @@ class Workspace:
         self.branch = branch
         self.branch_ref = f"refs/heads/{branch}"
         self.path = worktrees_dir(repo) / slug
+        self.gitdir = gitdir.path_of(repo, slug)
 
     def prepare(self, head: str) -> Path:
         """Reset the branch and worktree to ``head``, discarding what a dead session left.
@@ -78,9 +83,11 @@ class Workspace:
         try:
             self._keep_unknown_tip(head)
             self.repo.references.create(self.branch_ref, pygit2.Oid(hex=head), force=True)
-            if not (self.path / ".git").exists():
+            if not self.path.is_dir():
                 self._add_worktree()
-            self._git("checkout", "-q", "-f", self.branch)
+            elif (common_dir(self.repo) / "worktrees" / self.slug).exists():
+                self._forget_registration()
+            gitdir.reset(self.repo, self.gitdir, self.path, self.branch_ref, head)
             self._git("reset", "-q", "--hard", head)
             self._git("clean", "-q", "-f", "-d")
         except (pygit2.GitError, OSError, subprocess.CalledProcessError) as exc:
@@ -112,12 +119,15 @@ class Workspace:
         self.repo.references.create(name, current.target, force=True)
 
     def _add_worktree(self) -> None:
-        if self.path.exists():
-            shutil.rmtree(self.path)
+        if self.path.exists() or self.path.is_symlink():
+            shutil.rmtree(self.path) if not self.path.is_symlink() else self.path.unlink()
+        self._forget_registration()
+        self.path.mkdir(parents=True)
+
+    def _forget_registration(self) -> None:
+        """A worktree of an earlier release was registered with `git worktree add`."""
         with contextlib.suppress(KeyError, pygit2.GitError):
             self.repo.lookup_worktree(self.slug).prune(True)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.repo.add_worktree(self.slug, str(self.path), self.repo.references[self.branch_ref])
 
     def _git(self, *args: str) -> str:
         return gitcli.run(args, cwd=self.path, check=True).stdout
@@ -150,11 +160,14 @@ class Workspace:
         markers left in the tree refuse it.
         """
         rules = Rules.of(config, os.environ)
-        wt = pygit2.Repository(str(self.path))
+        # The agent may have planted hooks, `core.fsmonitor` or another `.git` file: the
+        # runner's own git below must run none of it.
+        gitdir.rearm(self.repo, self.gitdir, self.path)
+        # Sees the agent's own objects (private) and the repository's (borrowed).
+        wt = pygit2.Repository(str(self.gitdir))
         against = merge or parent
         try:
             self._check_agent_commits(wt, parent, rules, also_hide=merge)
-            # Before `git add`, which would store a secret as a blob in the shared objects.
             found = check_workdir(wt, tree_at(wt, against), rules, skip=(SCRATCH_PREFIX,))
             if found:
                 raise GuardError(summary("the worktree", found))
@@ -165,19 +178,21 @@ class Workspace:
                 if entry.path.startswith(SCRATCH_PREFIX):
                     index.remove(entry.path)
             tree = index.write_tree()
-            self._check_tree(against, tree, "the worktree", rules)
+            self._check_tree(against, tree, "the worktree", rules, wt)
             if merge:
-                self._check_resolved(against, tree)
+                self._check_resolved(against, tree, wt)
         except GuardError:
             # The agent may have moved the branch with commits of its own: a refused
             # phase leaves nothing of its work where it could be published.
             self.prepare(parent)
             raise
+        # Only now, and only what the phase commit holds, enters the repository's objects.
+        gitdir.copy_tree(wt, self.repo, tree)
         sig = signature()
         parents = [pygit2.Oid(hex=parent)] + ([pygit2.Oid(hex=merge)] if merge else [])
         oid = self.repo.create_commit(None, sig, sig, mark.message(), tree, parents)
         self.repo.references.create(self.branch_ref, oid, force=True)
-        self._git("checkout", "-q", "-f", self.branch)
+        gitdir.reset(self.repo, self.gitdir, self.path, self.branch_ref, str(oid))
         self._git("reset", "-q", str(oid))
         return str(oid)
 
@@ -204,11 +219,14 @@ class Workspace:
         if also_hide:
             walker.hide(pygit2.Oid(hex=also_hide))  # the base's own commits are not the agent's
         for commit in walker:
-            base = commit.parents[0].tree_id if commit.parents else tree_at(self.repo, parent).id
-            self._check_tree(str(base), commit.tree_id, f"commit {str(commit.id)[:10]}", rules)
+            base = commit.parents[0].tree_id if commit.parents else tree_at(wt, parent).id
+            self._check_tree(str(base), commit.tree_id, f"commit {str(commit.id)[:10]}", rules, wt)
 
-    def _check_tree(self, parent: str, tree: pygit2.Oid, where: str, rules: Rules) -> None:
-        diff = tree_at(self.repo, parent).diff_to_tree(tree_at(self.repo, tree))
+    def _check_tree(
+        self, parent: str, tree: pygit2.Oid, where: str, rules: Rules, wt: pygit2.Repository
+    ) -> None:
+        """``wt`` (the private git dir) holds the agent's objects as well as the repository's."""
+        diff = tree_at(wt, parent).diff_to_tree(tree_at(wt, tree))
         for delta in diff.deltas:
             for side in (delta.old_file, delta.new_file):
                 if side.path == MAINTAINERS[1] or side.path.startswith(MAINTAINERS[0]):
@@ -218,25 +236,25 @@ class Workspace:
                     )
             new = delta.new_file
             if new.mode == pygit2.GIT_FILEMODE_LINK and delta.status != pygit2.GIT_DELTA_DELETED:
-                target = blob_data(self.repo, new.id).decode("utf-8", "replace")
+                target = blob_data(wt, new.id).decode("utf-8", "replace")
                 joined = posixpath.normpath(posixpath.join(posixpath.dirname(new.path), target))
                 if posixpath.isabs(target) or joined == ".." or joined.startswith("../"):
                     raise GuardError(
                         f"{where} adds {new.path}, a symlink pointing outside the worktree "
                         f"({target})"
                     )
-        found = check_diff(self.repo, diff, rules)
+        found = check_diff(wt, diff, rules)
         if found:
             raise GuardError(summary(where, found))
 
-    def _check_resolved(self, base: str, tree: pygit2.Oid) -> None:
+    def _check_resolved(self, base: str, tree: pygit2.Oid, wt: pygit2.Repository) -> None:
         """A merge commit must not keep conflict markers in what it changes."""
-        diff = tree_at(self.repo, base).diff_to_tree(tree_at(self.repo, tree))
+        diff = tree_at(wt, base).diff_to_tree(tree_at(wt, tree))
         for delta in diff.deltas:
             new = delta.new_file
             if delta.status == pygit2.GIT_DELTA_DELETED or new.mode == pygit2.GIT_FILEMODE_LINK:
                 continue
-            for line in blob_data(self.repo, new.id).splitlines():
+            for line in blob_data(wt, new.id).splitlines():
                 if line.startswith((b"<<<<<<< ", b">>>>>>> ")):
                     raise GuardError(
                         f"{new.path} still holds conflict markers: resolve every conflict "

@@ -256,7 +256,7 @@ class AiderRuntime(CliRuntime):
                 handle.transcript.append(f"[agentrun] {error}\n")
                 return TurnResult(ok=False, usage=usage, error=error, cause="no-terminal")
             env = AgentEnv(spec.build, spec.phase, spec.round, spec.session)
-            repo = pygit2.Repository(str(spec.workdir))
+            repo = pygit2.Repository(str(spec.log_repository()))
             said = report(repo, env, rep)
         except AgentrunError as exc:
             handle.transcript.append(f"[agentrun] the agentrun block was refused: {exc}\n")

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from agentrun import procs
 from agentrun.config import RuntimeConfig
 from agentrun.errors import RuntimeSetupError
 from agentrun.events import Usage
@@ -35,6 +36,14 @@ class SessionSpec:
     # The tokens this session may spend before the build's max_tokens or max_cost_usd
     # budget runs out (None: no limit); runtimes that see usage as it grows stop there.
     max_tokens: int | None = None
+    # Where the session's programs run ([isolation]); None: as the runner's own children.
+    sandbox: procs.Sandbox | None = None
+    # The repository's git dir (the build logs): the worktree has a private one of its own.
+    git_dir: Path | None = None
+
+    def log_repository(self) -> Path:
+        """Where the build's log lives, for runtimes that append an agent's report."""
+        return self.git_dir or self.workdir
 
 
 @dataclass

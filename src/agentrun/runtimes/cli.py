@@ -173,6 +173,7 @@ def run_cli(
             cancel=cancel or control.cancel,
             on_line=on_line,
             on_start=control.on_process,
+            sandbox=handle.spec.sandbox,
         )
     except OSError as exc:
         error = f"cannot start {argv[0]!r}: {exc.strerror or exc}"

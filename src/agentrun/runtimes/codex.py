@@ -206,7 +206,7 @@ class CodexRuntime(CliRuntime):
     def _drain_outbox(self, handle: CliHandle) -> None:
         spec = handle.spec
         try:
-            repo = pygit2.Repository(str(spec.workdir))
+            repo = pygit2.Repository(str(spec.log_repository()))
         except pygit2.GitError as exc:
             handle.transcript.append(f"[agentrun] cannot read the outbox: {exc}\n")
             return

@@ -61,6 +61,7 @@ class CommandRuntime:
                 cancel=control.cancel,
                 on_line=line,
                 on_start=control.on_process,
+                sandbox=spec.sandbox,
             )
         except OSError as exc:
             error = f"cannot start {argv[0]!r}: {exc.strerror or exc}"

@@ -170,7 +170,7 @@ class ScriptRuntime:
             if verb != "none":
                 text = step.text or _default_text(verb, spec)
                 env = AgentEnv(spec.build, spec.phase, spec.round, spec.session)
-                repo = pygit2.Repository(str(spec.workdir))
+                repo = pygit2.Repository(str(spec.log_repository()))
                 said = report(repo, env, Report(verb, text, step.findings))
                 say(f"[script] {said}\n")
                 control.on_activity(said)

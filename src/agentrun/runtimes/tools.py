@@ -341,6 +341,7 @@ class Toolbox:
             cancel=self.control.cancel,
             on_line=self.control.on_activity,
             on_start=self.control.on_process,
+            sandbox=self.spec.sandbox,
         )
         output = done.output
         if len(output) > MAX_SHELL_OUTPUT:
@@ -379,7 +380,7 @@ class Toolbox:
 
     def _repo(self) -> pygit2.Repository:
         try:
-            return pygit2.Repository(str(self.spec.workdir))
+            return pygit2.Repository(str(self.spec.log_repository()))
         except pygit2.GitError:
             raise VerbError(
                 f"{self.spec.workdir} is not a git worktree; nothing recorded"
