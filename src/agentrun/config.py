@@ -7,6 +7,7 @@ An empty file is valid. The config a build runs under is snapshotted into its
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import tomllib
 from pathlib import Path
@@ -27,6 +28,7 @@ PHASE_ROLES = (
     "reconcile",
 )
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PATTERN = re.compile(r"^[A-Za-z0-9_*?\[\]!]+$")
 
 
 class _Model(BaseModel):
@@ -60,6 +62,7 @@ class RuntimeConfig(_Model):
     shell: bool = False
     max_retries: int = Field(default=3, ge=0)
     request_timeout_seconds: float = Field(default=300, gt=0)
+    pass_env: tuple[str, ...] = ()  # more variables (fnmatch patterns) for this runtime
 
     @model_validator(mode="after")
     def _needs_its_input(self) -> RuntimeConfig:
@@ -104,6 +107,7 @@ class VerifyStep(_Model):
     command: str | None = None
     agent: str | None = None
     paths: tuple[str, ...] = ()
+    pass_env: tuple[str, ...] = ()  # more variables (fnmatch patterns) for this step
 
     @model_validator(mode="after")
     def _one_kind(self) -> VerifyStep:
@@ -230,6 +234,31 @@ class Config(_Model):
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 raise ValueError(f"[[{group}]] step names must be unique: {', '.join(dupes)}")
+        return self
+
+    @model_validator(mode="after")
+    def _pass_env_keeps_secrets(self) -> Config:
+        """``pass_env`` may extend what agents and checks see, never to a token or secret."""
+        from agentrun.secrets import ALWAYS_SECRET
+
+        owned = [(f"runtimes.{n}", r.pass_env) for n, r in self.runtimes.items()]
+        owned += [(f"verify.{s.name}", s.pass_env) for s in self.verify]
+        owned += [(f"finalize.{s.name}", s.pass_env) for s in self.finalize]
+        guarded = {**{n: "a forge token" for n in ALWAYS_SECRET}}
+        guarded |= {n: "named in [secrets] env" for n in self.secrets.env}
+        for where, patterns in owned:
+            for pattern in patterns:
+                if not _PATTERN.match(pattern):
+                    raise ValueError(
+                        f"{where}.pass_env: {pattern!r} is not a variable name or pattern "
+                        "(letters, digits, '_' and the wildcards * ? [...])"
+                    )
+                hit = next((n for n in guarded if fnmatch.fnmatchcase(n, pattern)), None)
+                if hit is not None:
+                    raise ValueError(
+                        f"{where}.pass_env: {pattern!r} would pass {hit} ({guarded[hit]}); "
+                        "agents and checks never get it"
+                    )
         return self
 
     def runtimes_for(self, role: str) -> tuple[str, ...]:

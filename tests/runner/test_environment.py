@@ -8,15 +8,19 @@ Agents never receive forge tokens, nor the variables the config marks secret (DE
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import sysconfig
+import tempfile
 from pathlib import Path
 
 import pygit2
 import pytest
-from runner.helpers import git
+from runner.helpers import VENV_BIN, cli_env, configure, git
 
 from agentrun.commands.build import create_build, run_build
+from agentrun.config import parse_config
+from agentrun.errors import ConfigError
 from agentrun.runner.environment import session_env
 from agentrun.runner.prompts import instructions
 
@@ -40,38 +44,79 @@ OUTER = {
 }
 
 
+GIT_DIR = Path(tempfile.mkdtemp(prefix="agentrun-env-test-"))  # where git-agentrun is linked
+
+
 def env_of(
-    secret: tuple[str, ...] | list[str] = (), keep: tuple[str, ...] | list[str] = ()
+    secret: tuple[str, ...] | list[str] = (),
+    keep: tuple[str, ...] | list[str] = (),
+    kind: str | None = None,
+    pass_env: tuple[str, ...] = (),
+    extra: dict[str, str] | None = None,
 ) -> dict[str, str]:
-    return session_env("b-1", "implement", 2, "s-1", secret=secret, keep=keep, environ=OUTER)
+    return session_env(
+        "b-1",
+        "implement",
+        2,
+        "s-1",
+        git_dir=GIT_DIR,
+        secret=secret,
+        keep=keep,
+        kind=kind,
+        pass_env=pass_env,
+        environ={**OUTER, **(extra or {})},
+    )
 
 
 # --- session_env --------------------------------------------------------------------------------
 
 
 def test_forge_tokens_and_unknown_secrets_are_not_passed() -> None:
-    env = env_of()
-    for name in (*FORGE_TOKENS, "MY_DB_PASSWORD", "AWS_SECRET_ACCESS_KEY", "MY_SERVICE_KEY"):
-        assert name not in env, name
-    assert GITHUB_TOKEN not in env.values()
+    for kind in (None, "command", "claude", "codex", "aider"):
+        env = env_of(kind=kind)
+        for name in (*FORGE_TOKENS, "MY_DB_PASSWORD", "MY_SERVICE_KEY"):
+            assert name not in env, (kind, name)
+        assert GITHUB_TOKEN not in env.values()
 
 
 def test_the_allow_list_passes_what_tools_need() -> None:
-    env = env_of()
+    env = env_of(extra={"CI": "true", "JAVA_HOME": "/opt/jdk", "PYENV_ROOT": "/opt/pyenv"})
     for name in ("HOME", "LANG", "LC_ALL", "GIT_AUTHOR_NAME"):
         assert env[name] == OUTER[name], name
+    assert (env["CI"], env["JAVA_HOME"], env["PYENV_ROOT"]) == ("true", "/opt/jdk", "/opt/pyenv")
 
 
-def test_an_agent_gets_only_its_own_runtime_s_key() -> None:
-    """Provider settings pass; another provider's credential does not."""
-    env = env_of(keep=["ANTHROPIC_API_KEY"])
-    assert env["ANTHROPIC_API_KEY"] == "sk-ant"
-    assert "OPENAI_API_KEY" not in env
-    assert "OPENAI_API_KEY" not in env_of()
+def test_each_runtime_gets_its_own_provider_s_variables_and_no_other_does() -> None:
+    assert env_of(kind="claude")["ANTHROPIC_API_KEY"] == "sk-ant"
+    assert "OPENAI_API_KEY" not in env_of(kind="claude")
+    assert env_of(kind="codex")["OPENAI_API_KEY"] == "sk-openai"
+    assert "ANTHROPIC_API_KEY" not in env_of(kind="codex")
+    aider = env_of(kind="aider", extra={"GEMINI_API_KEY": "g", "OPENROUTER_API_KEY": "o"})
+    assert (aider["GEMINI_API_KEY"], aider["OPENROUTER_API_KEY"]) == ("g", "o")
+    for kind in (None, "command", "openai", "anthropic", "script"):
+        env = env_of(kind=kind, extra={"GEMINI_API_KEY": "g"})
+        assert not {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"} & set(env), kind
+    assert "AWS_SECRET_ACCESS_KEY" not in env_of(kind="claude")
+
+
+def test_claude_code_on_bedrock_or_vertex_gets_the_cloud_s_variables() -> None:
+    bedrock = env_of(kind="claude", extra={"CLAUDE_CODE_USE_BEDROCK": "1", "AWS_REGION": "eu"})
+    assert (bedrock["AWS_SECRET_ACCESS_KEY"], bedrock["AWS_REGION"]) == ("aws-secret", "eu")
+    vertex = {"CLAUDE_CODE_USE_VERTEX": "1", "CLOUD_ML_REGION": "us-east5"}
+    vertex |= {"ANTHROPIC_VERTEX_PROJECT_ID": "p"}
+    env = env_of(kind="claude", extra=vertex)
+    assert (env["CLOUD_ML_REGION"], env["ANTHROPIC_VERTEX_PROJECT_ID"]) == ("us-east5", "p")
+    assert "AWS_REGION" not in env_of(kind="codex", extra={"CLAUDE_CODE_USE_BEDROCK": "1"})
+
+
+def test_pass_env_patterns_extend_the_list() -> None:
+    env = env_of(pass_env=("MY_DB_*",))
+    assert env["MY_DB_PASSWORD"] == "hunter2-hunter2"
+    assert "MY_SERVICE_KEY" not in env
 
 
 def test_secret_names_are_removed() -> None:
-    env = env_of(secret=["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "MY_DB_PASSWORD"])
+    env = env_of(secret=["OPENAI_API_KEY", "ANTHROPIC_API_KEY"], kind="aider")
     assert "OPENAI_API_KEY" not in env
     assert "ANTHROPIC_API_KEY" not in env
 
@@ -86,12 +131,17 @@ def test_the_runtime_s_own_key_is_kept_even_if_secret() -> None:
     assert "GITHUB_TOKEN" not in env_of(keep=["MY_SERVICE_KEY"])
 
 
-def test_path_starts_with_this_environment_s_scripts() -> None:
+def test_path_gains_only_git_agentrun() -> None:
+    """Checks run the project's python3 and pytest, never agentrun's environment's."""
     path = env_of()["PATH"].split(":")
-    assert path[0] == sysconfig.get_path("scripts")
-    assert str(Path(sys.executable).parent) in path[:2]
-    assert path[-2:] == ["/usr/local/bin", "/usr/bin"]
-    assert (Path(path[0]) / "git-agentrun").exists()
+    assert path[1:] == ["/usr/local/bin", "/usr/bin"]
+    folder = Path(path[0])
+    assert sorted(p.name for p in folder.iterdir()) == ["git-agentrun"]
+    assert sysconfig.get_path("scripts") not in path
+    done = subprocess.run(
+        [str(folder / "git-agentrun"), "--version"], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.startswith("agentrun ")
 
 
 def test_the_agent_variables_are_set() -> None:
@@ -101,16 +151,31 @@ def test_the_agent_variables_are_set() -> None:
         "implement@2",
         "s-1",
     )
-    verify = session_env("b-1", "verify:tests", 1, "none", environ=OUTER)
+    assert env["AGENTRUN_GIT_DIR"] == str(GIT_DIR)
+    verify = session_env("b-1", "verify:tests", 1, "none", git_dir=GIT_DIR, environ=OUTER)
     assert verify["AGENTRUN_PHASE"] == "verify:tests@1"
 
 
 def test_the_process_environment_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITHUB_TOKEN", GITHUB_TOKEN)
     monkeypatch.setenv("LC_TIME", "C")
-    env = session_env("b-1", "plan", 1, "s-1")
+    env = session_env("b-1", "plan", 1, "s-1", git_dir=GIT_DIR)
     assert "GITHUB_TOKEN" not in env
     assert env["LC_TIME"] == "C"
+
+
+@pytest.mark.parametrize(
+    ("table", "named"),
+    [
+        ('[runtimes.a]\nkind = "command"\ncommand = ["x"]\npass_env = ["*"]', "GITHUB_TOKEN"),
+        ('[[verify]]\nname = "t"\ncommand = "x"\npass_env = ["CI_*"]', "CI_JOB_TOKEN"),
+        ('[secrets]\nenv = ["MY_DB_PASSWORD"]\n[[finalize]]\nname = "f"\ncommand = "x"\n'
+         'pass_env = ["MY_*"]', "MY_DB_PASSWORD"),
+    ],
+)  # fmt: skip
+def test_pass_env_may_never_name_a_token_or_a_secret(table: str, named: str) -> None:
+    with pytest.raises(ConfigError, match=f"would pass {named}"):
+        parse_config(table, ".agentrun.toml")
 
 
 # --- end to end: a command agent that records what it sees ---------------------------------------
@@ -152,7 +217,7 @@ else:
 BASE_INSTRUCTIONS = "# Instructions\n\nBASE-MARKER: run the linter before you finish.\n"
 
 
-def agent_config(tmp_path: Path, extra: str = "") -> tuple[str, Path]:
+def agent_config(tmp_path: Path, extra: str = "", runtime: str = "") -> tuple[str, Path]:
     out = tmp_path / "seen"
     out.mkdir()
     program = tmp_path / "recording_agent.py"
@@ -166,6 +231,7 @@ default = ["agent"]
 [runtimes.agent]
 kind = "command"
 command = [{json.dumps(sys.executable)}, {json.dumps(str(program))}, {json.dumps(str(out))}]
+{runtime}
 
 [[verify]]
 name = "env"
@@ -175,9 +241,9 @@ command = {json.dumps(check)}
 
 
 def run_recorded(
-    repo_path: Path, repo: pygit2.Repository, tmp_path: Path, extra: str = ""
+    repo_path: Path, repo: pygit2.Repository, tmp_path: Path, extra: str = "", runtime: str = ""
 ) -> tuple[str, Path]:
-    config, out = agent_config(tmp_path, extra)
+    config, out = agent_config(tmp_path, extra, runtime)
     (repo_path / ".agentrun.toml").write_text(config)
     (repo_path / "AGENTS.md").write_text(BASE_INSTRUCTIONS)
     git(repo_path, "add", "-A")
@@ -214,7 +280,7 @@ def test_agents_and_checks_never_see_forge_tokens(
             assert hidden not in env, (name, hidden)
         assert GITHUB_TOKEN not in json.dumps(env), name
         assert env["AGENTRUN_BUILD"] == slug
-        assert env["PATH"].split(":")[0] == sysconfig.get_path("scripts")
+        assert env["PATH"].split(":")[0] == str(Path(repo.path) / "agentrun" / "bin")
 
     implement = seen_env(out, "env-implement@1.json")
     assert implement["AGENTRUN_PHASE"] == "implement@1"
@@ -228,16 +294,23 @@ def test_agents_and_checks_never_see_forge_tokens(
 def test_secret_variables_are_removed_for_agents_and_checks(
     repo_path: Path, repo: pygit2.Repository, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``[secrets] env`` names are removed even where the allow-list would pass them."""
+    """``[secrets] env`` names are removed even where the default list would pass them."""
+    monkeypatch.setenv("GOFLAGS", "-mod=mod -token=correct-horse-battery")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-proj-" + "q" * 40)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
     _, out = run_recorded(
-        repo_path, repo, tmp_path, extra='\n[secrets]\nenv = ["OPENAI_API_KEY"]\n'
+        repo_path,
+        repo,
+        tmp_path,
+        extra='\n[secrets]\nenv = ["GOFLAGS"]\n',
+        runtime='pass_env = ["ANTHROPIC_BASE_URL"]',
     )
     implement = seen_env(out, "env-implement@1.json")
-    assert implement["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9"  # allowed, not secret
-    assert "OPENAI_API_KEY" not in implement
-    assert "OPENAI_API_KEY" not in seen_env(out, "check-env.json")
+    assert implement["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9"  # passed, not secret
+    assert "GOFLAGS" not in implement
+    assert "OPENAI_API_KEY" not in implement  # a command agent gets no provider's variables
+    check = seen_env(out, "check-env.json")
+    assert "GOFLAGS" not in check and "ANTHROPIC_BASE_URL" not in check
 
 
 def test_prompts_carry_the_base_commit_s_agents_md(
@@ -274,3 +347,27 @@ def test_claude_md_when_there_is_no_agents_md(repo_path: Path, repo: pygit2.Repo
 
 def test_no_instructions_file_adds_nothing(repo: pygit2.Repository) -> None:
     assert instructions(repo, str(repo.head.target)) == ""
+
+
+def test_a_check_runs_the_project_s_python_not_agentrun_s(repo_path: Path, tmp_path: Path) -> None:
+    """``python3 -m pytest`` in a verify step must not find agentrun's own environment."""
+    out = tmp_path / "out"
+    out.mkdir()
+    check = (
+        f"python3 -c 'import sys; print(sys.prefix)' > {out}/prefix.txt && "
+        f"git agentrun --version > {out}/version.txt"
+    )
+    configure(repo_path, [], extra=f'[[verify]]\nname = "which"\ncommand = "{check}"\n')
+    env = {k: v for k, v in cli_env().items() if k != "VIRTUAL_ENV"}
+    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"  # the user's, without agentrun's venv
+    done = subprocess.run(
+        [str(VENV_BIN / "git-agentrun"), "run", "Check the interpreter"],
+        cwd=repo_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (out / "prefix.txt").read_text().strip() != sys.prefix
+    assert (out / "version.txt").read_text().startswith("agentrun ")

@@ -117,12 +117,8 @@ def test_a_hostile_agent_plants_forges_and_deletes_nothing(hostile: Run) -> None
     assert_contained(hostile)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the token persisted in .git/config (as actions/checkout does) is taken out "
-    "by issue 9 item 1 (sec-git), not by isolation: the repository stays readable",
-)
 def test_the_repository_config_holds_no_token(hostile: Run) -> None:
+    """Persisted as actions/checkout does, it is taken out before any agent starts."""
     assert leaks(hostile, "repo-config") == []
 
 

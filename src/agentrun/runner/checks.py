@@ -52,13 +52,16 @@ def _run_command(
 ) -> procs.Finished:
     """Run a step's command in the worktree; an abort request cancels it at once."""
     state = build.state
+    family, _, name = phase.partition(":")
+    steps = state.config.verify if family == "verify" else state.config.finalize
     env = session_env(
         state.slug,
         phase,
         state.impl_round,
         "none",
-        state.config.secrets.env,
         git_dir=common_dir(build.repo),
+        secret=state.config.secrets.env,
+        pass_env=next((s.pass_env for s in steps if s.name == name), ()),
     )
     # The command runs the agent's code (tests, a build script): isolated as the agent was.
     sandbox = isolation.for_worktree(build.repo, state.config, state.slug, workspace.path)

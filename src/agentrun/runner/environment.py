@@ -1,15 +1,19 @@
 """The environment an agent session (or a check running the agent's code) gets.
 
 Built from an allow-list, never inherited whole: forge tokens (GITHUB_TOKEN, …) and
-the variables the config marks secret stay with the runner (DESIGN §11). A runtime's
-own API key variable is kept, since the agent cannot work without it.
+the variables the config marks secret stay with the runner (DESIGN §11). Each runtime
+gets its own provider's variables (Claude Code's ANTHROPIC_*, aider's GEMINI_API_KEY, …)
+and no other runtime gets them; what a test suite needs (CI, JAVA_HOME, GOPATH, …) is
+passed to every session and check, and ``pass_env`` extends that per runtime or step.
+``PATH`` stays the user's, with one folder before it holding only ``git-agentrun``: a
+check's ``python3 -m pytest`` must find the project's Python, not agentrun's.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import sys
-import sysconfig
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -23,25 +27,48 @@ ALLOWED = frozenset(
         "XDG_DATA_HOME", "XDG_RUNTIME_DIR", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL",
     }
 )  # fmt: skip
-ALLOWED_PREFIXES = (
-    "LC_",
-    "GIT_AUTHOR_",
-    "GIT_COMMITTER_",
-    # The agents' own settings and keys: Claude Code, Codex, Aider and the model APIs.
-    "ANTHROPIC_",
-    "CLAUDE_CODE_",
-    "OPENAI_",
-    "CODEX_",
-    "AIDER_",
-    "LITELLM_",
-    "OLLAMA_",
-)
+ALLOWED_PREFIXES = ("LC_", "GIT_AUTHOR_", "GIT_COMMITTER_")
+# What real test suites and toolchains read, for every session and check (tox-style patterns).
+DEFAULT_PASS = (
+    "CI", "GITHUB_ACTIONS", "GITLAB_CI", "JAVA_HOME", "GOPATH", "GOFLAGS", "GOCACHE",
+    "GOMODCACHE", "GOROOT", "CARGO_HOME", "RUSTUP_HOME", "NVM_DIR", "NVM_BIN", "PYENV_*",
+    "RBENV_*", "GEM_HOME", "GEM_PATH", "GRADLE_USER_HOME", "MAVEN_OPTS", "DOTNET_ROOT",
+)  # fmt: skip
+# Each runtime's provider variables; no other runtime gets them (the README has the table).
+# The API runtimes talk to their model from inside agentrun: their shell tool gets none.
+PROVIDER_PASS: dict[str, tuple[str, ...]] = {
+    "claude": ("ANTHROPIC_*", "CLAUDE_CODE_*", "CLAUDE_CONFIG_DIR", "DISABLE_AUTOUPDATER"),
+    "codex": ("OPENAI_*", "CODEX_*", "AZURE_OPENAI_*"),
+    "aider": (
+        "AIDER_*", "LITELLM_*", "OPENAI_*", "ANTHROPIC_*", "GEMINI_API_KEY",
+        "OPENROUTER_API_KEY", "DEEPSEEK_API_KEY", "AZURE_*", "OLLAMA_*",
+    ),
+}  # fmt: skip
+# Claude Code on Bedrock or Vertex (switched on by these variables) needs the cloud's too.
+CLAUDE_CLOUDS = {
+    "CLAUDE_CODE_USE_BEDROCK": ("AWS_*",),
+    "CLAUDE_CODE_USE_VERTEX": ("CLOUD_ML_REGION", "VERTEX_REGION_*", "GOOGLE_*", "GCLOUD_*"),
+}
 CREDENTIAL_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
+BIN = "bin"
 
 
-def _key(name: str) -> bool:
-    """A credential: an agent gets only its own runtime's (``keep``), not other providers'."""
-    return name.endswith(CREDENTIAL_SUFFIXES)
+def provider_patterns(kind: str | None, environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The provider variables a runtime of ``kind`` gets."""
+    patterns = PROVIDER_PASS.get(kind or "", ())
+    if kind == "claude":
+        for switch, extra in CLAUDE_CLOUDS.items():
+            if environ.get(switch):
+                patterns = (*patterns, *extra)
+    return patterns
+
+
+def _allowed(name: str) -> bool:
+    return name in ALLOWED or name.startswith(ALLOWED_PREFIXES)
+
+
+def matches(name: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 
 def session_env(
@@ -49,31 +76,57 @@ def session_env(
     phase: str,
     round_: int,
     session: str,
+    *,
+    git_dir: Path,
     secret: Iterable[str] = (),
     keep: Iterable[str] = (),
+    kind: str | None = None,
+    pass_env: Iterable[str] = (),
     environ: Mapping[str, str] | None = None,
-    git_dir: Path | None = None,
 ) -> dict[str, str]:
     """The allow-listed environment, the agent variables, and ``git-agentrun`` on PATH.
 
-    ``secret`` names are removed (except those in ``keep``: the runtime's own key).
-    ``git_dir``: the repository's common git dir, where the agent's verbs read the log.
+    ``kind``: the runtime's (None for a check), whose provider variables pass.
+    ``pass_env``: the runtime's or step's own patterns. ``secret`` names are removed
+    (except those in ``keep``: the runtime's own key). ``git_dir``: the repository's
+    common git dir, where the agent's verbs read the log and ``git-agentrun`` is linked.
     """
+    from agentrun.secrets import ALWAYS_SECRET
+
     source = os.environ if environ is None else environ
     kept = set(keep)
-    removed = set(secret) - kept
+    removed = (set(secret) | set(ALWAYS_SECRET)) - kept
+    passed = (*DEFAULT_PASS, *provider_patterns(kind, source), *pass_env)
     env = {
         key: value
         for key, value in source.items()
-        if (key in kept or key in ALLOWED or (key.startswith(ALLOWED_PREFIXES) and not _key(key)))
-        and key not in removed
+        if key not in removed and (key in kept or _allowed(key) or matches(key, passed))
     }
-    scripts = sysconfig.get_path("scripts")
-    bindir = str(Path(sys.executable).parent)
     # No empty entry: it would put the current folder (the worktree) on PATH.
-    entries = [scripts, bindir, *env.get("PATH", "").split(os.pathsep)]
+    entries = [str(entry_point(git_dir)), *env.get("PATH", "").split(os.pathsep)]
     env["PATH"] = os.pathsep.join(dict.fromkeys(e for e in entries if e))
     env.update(AGENTRUN_BUILD=build, AGENTRUN_PHASE=f"{phase}@{round_}", AGENTRUN_SESSION=session)
-    if git_dir is not None:
-        env["AGENTRUN_GIT_DIR"] = str(git_dir)
+    env["AGENTRUN_GIT_DIR"] = str(git_dir)
     return env
+
+
+def entry_point(git_dir: Path) -> Path:
+    """A folder holding only ``git-agentrun``: this agentrun, run by its own Python."""
+    folder = git_dir / "agentrun" / BIN
+    script = folder / "git-agentrun"
+    text = (
+        "#!/bin/sh\n"
+        "# git-agentrun for agents and checks: agentrun without its environment's programs.\n"
+        f"exec '{sys.executable}' -m agentrun \"$@\"\n"
+    )
+    try:
+        if script.read_text() == text:
+            return folder
+    except OSError:
+        pass
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f".git-agentrun-{os.getpid()}"
+    partial.write_text(text)
+    partial.chmod(0o755)
+    partial.replace(script)
+    return folder
