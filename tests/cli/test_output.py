@@ -95,6 +95,7 @@ def test_a_quiet_session_still_prints_a_line_in_a_ci_log(repo_path: Path) -> Non
             {"phase": "plan", "verb": "plan", "text": "1. Add app.py.\n", "say": "planning"},
             {"phase": "implement", "say": "writing app.py", "sleep": 3, "text": "add the app"},
         ],
+        extra='[[verify]]\nname = "slow"\ncommand = "echo checking-now; sleep 3"\n',
     )
     done = subprocess.run(
         ["git", "agentrun", "run", GOAL],
@@ -111,6 +112,8 @@ def test_a_quiet_session_still_prints_a_line_in_a_ci_log(repo_path: Path) -> Non
     for line in implement:
         assert re.fullmatch(r"\s+implement@1 running for 0:0\d: writing app\.py", line), line
     assert not any("planning" in line for line in implement)
+    check = [line for line in beats if line.split()[0] == "verify:slow@1"]
+    assert check and check[-1].endswith(": checking-now"), done.stdout
 
 
 def test_the_live_line_shows_the_current_sessions_output(repo_path: Path) -> None:

@@ -40,7 +40,8 @@ class BuildRow:
 
     @property
     def state_name(self) -> str:
-        return state_word(self.state, self.runner)
+        """An archived build is shown as it was archived; a live one may be ``stopped``."""
+        return self.state.state_name if self.archived else state_word(self.state, self.runner)
 
     def as_json(self) -> dict[str, Any]:
         s = self.state
