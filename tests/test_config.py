@@ -20,7 +20,7 @@ from agentrun.config import (
     load_config,
     parse_config,
 )
-from agentrun.errors import ConfigError
+from agentrun.errors import AgentrunError, ConfigError
 
 SOURCE = "/repo/.agentrun.toml"
 
@@ -236,7 +236,7 @@ def test_bad_toml() -> None:
 def test_errors_are_config_errors_that_exit_1() -> None:
     with pytest.raises(ConfigError) as err:
         parse_config("colour = 1", SOURCE)
-    assert err.value.exit_code == 1
+    assert isinstance(err.value, AgentrunError)  # what the CLI turns into exit 1
 
 
 # --- roles ------------------------------------------------------------------
@@ -278,7 +278,7 @@ def test_the_init_template_examples_parse_when_uncommented() -> None:
     setting = re.compile(r"^# (\[\[?[a-z.\"-]+\]\]?$|[a-z_-]+ = )")
     lines = [line[2:] if setting.match(line) else "" for line in template_text().splitlines()]
     config = parse_config("\n".join(lines), "template")
-    assert config.roles == {"default": ("my-agent",), "code-review": ("my-reviewer",)}
+    assert config.roles == {"default": ("my-agent",), "code-review": ("codex", "my-agent")}
     assert set(config.runtimes) == {"my-agent", "scripted"}
     assert [s.name for s in config.verify] == ["tests"]
     assert [s.name for s in config.finalize] == ["changelog"]
@@ -310,3 +310,49 @@ def test_load_config_reads_utf8(tmp_path: Path) -> None:
         '# Prüfung\n[[verify]]\nname = "tests"\ncommand = "echo ✓"\n', encoding="utf-8"
     )
     assert load_config(tmp_path).verify[0].command == "echo ✓"
+
+
+# --- errors in TOML's words ---------------------------------------------------------
+
+
+def test_a_command_given_as_a_string_says_to_write_an_array() -> None:
+    text = '[runtimes.mine]\nkind = "command"\ncommand = "python3 tools/agent.py --fast"\n'
+    assert error(text) == (
+        f"{SOURCE} at `runtimes.mine.command`: expects an array of strings, not a string: "
+        'write command = ["python3", "tools/agent.py", "--fast"]'
+    )
+
+
+@pytest.mark.parametrize("group", ["verify", "finalize"])
+def test_a_single_bracket_step_table_says_to_write_two_brackets(group: str) -> None:
+    assert error(f'[{group}]\nname = "tests"\ncommand = "pytest -q"\n') == (
+        f"{SOURCE}: [{group}] is one table, but each {group} step is an entry of an array "
+        f"of tables: write [[{group}]] (two brackets), once per step"
+    )
+
+
+def test_a_misspelled_role_is_refused_with_did_you_mean() -> None:
+    message = error('[roles]\nimplment = ["claude"]\n')
+    assert message.startswith(
+        f"{SOURCE} at `roles.implment`: no role 'implment': did you mean 'implement'? (roles: "
+        "default, plan, plan-review, implement, code-review, verify, finalize, reconcile)"
+    )
+
+
+def test_an_agent_steps_role_is_a_role() -> None:
+    text = '[roles]\nsecurity = ["claude"]\n\n[[verify]]\nname = "audit"\nagent = "security"\n'
+    assert parse_config(text, SOURCE).roles["security"] == ("claude",)
+
+
+def test_a_misspelled_runtime_is_refused_at_the_key_written() -> None:
+    """`roles.default`, not the `roles.plan` a role without its own entry falls back to."""
+    message = error('[roles]\ndefault = ["cluade"]\n')
+    assert message == (
+        f"{SOURCE} at `roles.default`: no runtime 'cluade': did you mean 'claude'? (configure "
+        "[runtimes.cluade], or use one of: claude, codex, aider, openai, anthropic)"
+    )
+    mine = '[runtimes.my-agent]\nkind = "command"\ncommand = ["true"]\n'
+    assert error(mine + '[roles]\ncode-review = ["my-agnet:gpt"]\n').startswith(
+        f"{SOURCE} at `roles.code-review`: no runtime 'my-agnet': did you mean 'my-agent'? "
+    )
+    assert parse_config(mine + '[roles]\ndefault = ["my-agent", "claude:opus"]\n', SOURCE)

@@ -19,7 +19,12 @@ from agentrun import __version__
 from agentrun.cli.main import cli
 from agentrun.commands.build import create_build, run_build
 from agentrun.commands.init import template_text
-from agentrun.events import EscalationRaised, ObservationRecorded
+from agentrun.events import (
+    BuildPaused,
+    BuildPauseRequested,
+    EscalationRaised,
+    ObservationRecorded,
+)
 from agentrun.store.lease import acquire
 from agentrun.store.log import Draft, EventLog
 
@@ -486,7 +491,7 @@ def test_an_unknown_build(here: Path, repo: pygit2.Repository, args: list[str]) 
         (
             '[[verify]]\nname = "t"\ncommand = "true"\npaths = "src/**"\n',
             "verify.0.paths",
-            "Input should be a valid tuple",
+            'expects an array of strings, not a string: write paths = ["src/**"]',
         ),
     ],
 )
@@ -495,6 +500,29 @@ def test_a_bad_config(here: Path, extra: str, where: str, what: str) -> None:
     path = Path(pygit2.Repository(str(here)).workdir) / ".agentrun.toml"
     user_error(invoke("run", GOAL), f"{path} at `{where}`: {what}")
     assert "refs/agentrun" not in refs(here)
+
+
+def test_a_misspelled_role_or_runtime_on_the_command_line(here: Path) -> None:
+    configure(here)
+    user_error(
+        invoke("run", GOAL, "--role", "implment=scripted"),
+        "--role implment=scripted: no role 'implment': did you mean 'implement'? (roles: "
+        "default, plan, plan-review, implement, code-review, verify, finalize, reconcile)",
+    )
+    user_error(
+        invoke("run", GOAL, "--role", "implement=scriptd"),
+        "--role implement=scriptd: no runtime 'scriptd': did you mean 'scripted'? (configure "
+        "[runtimes.scriptd], or use one of: scripted, claude, codex, aider, openai, anthropic)",
+    )
+    assert "refs/agentrun" not in refs(here)
+
+
+def test_a_runtime_misspelled_in_roles_default_is_named_there(here: Path) -> None:
+    configure(here, base='[roles]\ndefault = ["nosuch"]\n')
+    path = Path(pygit2.Repository(str(here)).workdir) / ".agentrun.toml"
+    result = invoke("run", GOAL)
+    assert result.stderr.startswith(f"agentrun: {path} at `roles.default`: no runtime 'nosuch'")
+    assert result.exit_code == 1
 
 
 def append_by_hand(repo_path: Path, slug: str, message: str) -> str:
@@ -540,21 +568,32 @@ def test_a_bad_event_in_the_log_is_named(
 
 
 def test_a_second_runner_on_a_build_with_a_live_lease(here: Path, repo: pygit2.Repository) -> None:
+    """Not now (exit 7): the build is running; a paused one gets the resume request."""
     configure(here)
     slug = create_build(repo, GOAL).slug
     lease = acquire(repo, slug, holder="r-elsewhere")
     try:
         before = tip(repo, slug)
         result = invoke("resume", slug)
-        assert (result.exit_code, result.stdout) == (1, "")
+        assert (result.exit_code, result.stderr) == (7, "")
         expires = f"{lease.info.expires_at:%Y-%m-%d %H:%M:%S}"
-        assert result.stderr == (
-            f"agentrun: build {slug} is being run by r-elsewhere on {socket.gethostname()} "
+        held = (
+            f"build {slug} is being run by r-elsewhere on {socket.gethostname()} "
             f"(pid {lease.info.pid}); its lease expires at {expires} UTC. Wait for it, or stop "
             "that runner.\n"
         )
+        assert result.stdout == held
         assert tip(repo, slug) == before
         assert types(repo, slug) == ["build.created"]
+
+        log = EventLog(repo)
+        log.append(slug, [Draft(BuildPauseRequested()), Draft(BuildPaused())], log.tip(slug))
+        paused = invoke("resume", slug)
+        assert (paused.exit_code, paused.stderr) == (7, "")
+        assert paused.stdout == held + (
+            f"resume requested: the runner of {slug} acts on it at its next safe step\n"
+        )
+        assert types(repo, slug)[-1] == "build.resume-requested"
     finally:
         lease.release()
 
@@ -563,10 +602,15 @@ def test_a_second_runner_on_a_build_with_a_live_lease(here: Path, repo: pygit2.R
 
 
 def test_demo(tmp_path: Path) -> None:
+    """The timeline once, then the branch, the fix's diff, the proposal and what to do next;
+    nothing is left in the user's cache or temporary folder."""
+    cache, temp = tmp_path / "cache", tmp_path / "temp"
+    cache.mkdir()
+    temp.mkdir()
     done = subprocess.run(
         ["git", "agentrun", "demo"],
         cwd=tmp_path,
-        env=cli_env(),
+        env=cli_env({"XDG_CACHE_HOME": str(cache), "TMPDIR": str(temp)}),
         capture_output=True,
         text=True,
         timeout=120,
@@ -577,16 +621,29 @@ def test_demo(tmp_path: Path) -> None:
     for heading in (
         f"== timeline of {slug} ==",
         f"== build branch agentrun/{slug} ==",
+        f"== the fix (git diff main..agentrun/{slug}) ==",
         "== proposal ==",
         "#1 Fix the off-by-one in pager.py",
+        "== next: in your own repository ==",
     ):
-        assert heading in lines
+        assert lines.count(heading) == 1, heading
     timeline = lines[lines.index(f"== timeline of {slug} ==") + 1 :]
     assert timeline[0].split()[3] == "build.created"
-    assert any(line.split()[3:4] == ["build.completed"] for line in timeline)
+    kinds = [line.split()[3] for line in lines if re.match(r"\s*\d+ \d\d:\d\d:\d\d ", line)]
+    assert kinds.count("build.created") == kinds.count("build.completed") == 1  # shown once
     branch = lines[lines.index(f"== build branch agentrun/{slug} ==") + 1 :]
     assert branch[0].split()[1].startswith("plan@1:")
-    assert lines[-1] == f"demo build {slug}: complete"
+    fix = lines[lines.index(f"== the fix (git diff main..agentrun/{slug}) ==") + 1 :]
+    assert "-    return total_items // per_page" in fix
+    assert "+    return (total_items + per_page - 1) // per_page" in fix
+    assert f"demo build {slug}: complete" in lines
+    steps = lines[lines.index("== next: in your own repository ==") + 1 :]
+    assert [line.split()[:3] for line in steps] == [
+        ["git", "agentrun", "init"],
+        ["git", "agentrun", "doctor"],
+        ["git", "agentrun", "run"],
+    ]
+    assert list(cache.iterdir()) == [] and list(temp.iterdir()) == []
 
 
 def test_a_reader_that_stops_early_is_not_a_bug(here: Path, repo: pygit2.Repository) -> None:

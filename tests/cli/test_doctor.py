@@ -131,8 +131,11 @@ def test_a_role_routed_to_an_unconfigured_runtime(here: Path) -> None:
     write_config(here, '[roles]\ndefault = ["ghost"]\n')
     result = invoke("doctor")
 
-    assert result.exit_code == 1
-    assert rows(result.stdout) == {"ghost": ["?", "default", "no", "not configured"]}
+    # The config itself is refused, at the key written, before any runtime is probed.
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr.startswith(
+        f"agentrun: {here / '.agentrun.toml'} at `roles.default`: no runtime 'ghost': "
+    )
 
 
 def test_an_unrouted_runtime_is_listed_but_does_not_decide(here: Path) -> None:

@@ -93,6 +93,7 @@ def test_sweep_resumes_the_answered_and_reports_the_parked_and_paused(m: Machine
             },
             {"slug": paused, "action": "skipped", "reason": "paused", "state": "paused"},
         ],
+        "unreadable": [],
     }
     assert remote_types(m, answered)[-1] == "build.completed"
     assert EventLog(m.b).tip_oid(answered) == git(
@@ -135,7 +136,7 @@ def test_a_live_lease_elsewhere_is_respected_until_it_expires(
     )
     assert pushed is not None and pushed.returncode == 0
 
-    first = sweep(m.b, "origin")
+    first = sweep(m.b, "origin").builds
 
     assert [(s.slug, s.action) for s in first] == [(slug, "skipped")]
     assert first[0].reason == (
@@ -145,7 +146,7 @@ def test_a_live_lease_elsewhere_is_respected_until_it_expires(
     assert remote_types(m, slug) == ["build.created"]
 
     time.sleep(max((expires - now_utc()).total_seconds(), 0) + 0.7)
-    second = sweep(m.b, "origin")
+    second = sweep(m.b, "origin").builds
 
     assert [(s.slug, s.action, s.reason) for s in second] == [(slug, "resumed", "it never ran")]
     assert second[0].state == "parked"  # on the plan's question
@@ -155,8 +156,64 @@ def test_a_live_lease_elsewhere_is_respected_until_it_expires(
 
 def test_a_time_limit_already_passed_resumes_nothing(m: Machines) -> None:
     slug = create_build(m.a, "Late build").slug
-    swept = sweep(m.a, None, stop_at=time.monotonic() - 1)
+    swept = sweep(m.a, None, stop_at=time.monotonic() - 1).builds
     assert [(s.slug, s.action, s.reason) for s in swept] == [
         (slug, "skipped", "time limit reached before this build")
     ]
     assert [e.type for e in events(m.a, slug)] == ["build.created"]
+
+
+def _cli_sweep(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "agentrun", "sweep", *args],
+        cwd=path,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_an_unreadable_log_is_reported_and_the_sweep_goes_on(m: Machines) -> None:
+    broken = create_build(m.a, "Broken build").slug
+    fine = create_build(m.a, "Fine build").slug
+    path = Path(m.a.workdir)
+    ref = f"refs/agentrun/builds/{broken}"
+    old = git(path, "rev-parse", ref)
+    tree = git(path, "hash-object", "-t", "tree", "-w", "/dev/null")
+    bad = git(path, "commit-tree", tree, "-p", old, "-m", "garbage without a body")
+    git(path, "update-ref", ref, bad, old)
+    problem = f"commit {bad[:12]} is not an agentrun event: no JSON body"
+
+    swept = _cli_sweep(path, "--json")
+
+    assert swept.returncode == 1, swept.stderr
+    assert json.loads(swept.stdout) == {
+        "schema": 1,
+        "builds": [
+            {"slug": fine, "action": "resumed", "reason": "it never ran", "state": "parked"}
+        ],
+        "unreadable": [{"slug": broken, "error": problem}],
+    }
+    assert "escalation.raised" in [e.type for e in events(m.a, fine)]
+    text = _cli_sweep(path)
+    assert text.returncode == 1
+    assert text.stdout == f"{fine}: skipped (parked on question e1); parked at plan@1\n"
+    assert text.stderr == f"agentrun: build {broken} cannot be read: {problem}\n"
+
+
+def test_a_build_the_time_limit_cut_short_is_stopped(m: Machines) -> None:
+    configure(Path(m.a.workdir), [{"phase": "plan", "attempt": 1, "sleep": 60, "verb": "plan"}])
+    slug = create_build(m.a, "Slow build").slug
+
+    swept = _cli_sweep(Path(m.a.workdir), "--json", "--time-limit", "0.02")
+
+    assert swept.returncode == 7, swept.stderr
+    assert json.loads(swept.stdout)["builds"] == [
+        {
+            "slug": slug,
+            "action": "resumed",
+            "reason": "it never ran; stopped at the time limit",
+            "state": "stopped",
+        }
+    ]

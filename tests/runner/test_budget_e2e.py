@@ -207,7 +207,7 @@ def test_run_max_cost_sets_the_budget_of_the_build(
     monkeypatch.chdir(repo_path)
 
     result = invoke("run", GOAL, "--max-cost", "0.01")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 4, result.output  # parked at the budget
     (created,) = payloads(repo, SLUG, "build.created")
     assert created.config["budget"]["max_cost_usd"] == 0.01
     assert (

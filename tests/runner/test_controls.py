@@ -41,7 +41,7 @@ def test_pause_is_acknowledged_after_the_session_then_resume_completes(
         )
         code, out = runner.wait()
 
-    assert code == 0, out
+    assert code == 5, out  # paused
     lines = out.splitlines()
     assert lines[-2:] == [
         f"build {slug}: paused at code-review@1",
@@ -94,7 +94,7 @@ def test_abort_cancels_the_running_session_promptly(
         took = time.monotonic() - asked
 
     assert took < 10, f"the runner took {took:.1f}s to stop"
-    assert code == 0, out
+    assert code == 6, out  # aborted
     assert out.splitlines()[-1] == f"build {slug}: aborted at implement@1"
     kinds = types(repo, slug)
     assert kinds[-3:] == ["build.abort-requested", "session.ended", "build.aborted"]

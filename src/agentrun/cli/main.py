@@ -1,7 +1,6 @@
 """``git agentrun``: parse, call one core function, render. Heavy imports stay inside.
 
-Exit codes: 0 ok, 1 a user error (one line saying what to do), 2 a usage error,
-3 a bug (the trace is written to a file), 130 Ctrl-C.
+The exit codes (errors.py, and the README's table) are chosen here and nowhere else.
 """
 
 from __future__ import annotations
@@ -10,18 +9,31 @@ import functools
 import json
 import os
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable
+from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
-from tempfile import gettempdir
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import click
 
 from agentrun import __version__
+from agentrun.cli.help import COMPLETE_VAR, completion, help_command
+from agentrun.errors import (
+    EXIT_BUG,
+    EXIT_DONE,
+    EXIT_FAILED,
+    EXIT_INTERRUPT,
+    EXIT_NOT_NOW,
+    EXIT_USER,
+    exit_for_state,
+)
 
-EXIT_USER, EXIT_BUG, EXIT_INTERRUPT = 1, 3, 130
+if TYPE_CHECKING:
+    from agentrun.commands.sweep import SweepReport
+    from agentrun.runner.loop import Outcome
 
 
 class AgentrunGroup(click.Group):
@@ -33,10 +45,10 @@ class AgentrunGroup(click.Group):
         try:
             return super().invoke(ctx)
         except AgentrunError as exc:
-            click.echo(f"agentrun: {exc}", err=True)
+            _say_error(f"agentrun: {exc}")
             ctx.exit(EXIT_USER)
         except KeyboardInterrupt:
-            click.echo("agentrun: interrupted", err=True)
+            _say_error("agentrun: interrupted")
             ctx.exit(EXIT_INTERRUPT)
         except BrokenPipeError:
             # The reader went away (`git agentrun log X | head`): not an error of ours.
@@ -45,10 +57,23 @@ class AgentrunGroup(click.Group):
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception:
-            path = _crash_dir() / f"agentrun-crash-{datetime.now(UTC):%Y%m%d-%H%M%S}.txt"
+            path = _crash_file()
             path.write_text(traceback.format_exc())
-            click.echo(f"agentrun: internal error (a bug); the trace is in {path}", err=True)
+            _say_error(f"agentrun: internal error (a bug); the trace is in {path}")
             ctx.exit(EXIT_BUG)
+
+
+def _say_error(line: str) -> None:
+    with suppress(OSError):  # a stderr nobody reads must not turn an error into a crash
+        click.echo(line, err=True)
+
+
+def _crash_file() -> Path:
+    """A new file for a bug's trace, never one an earlier crash wrote."""
+    stamp = f"{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    fd, name = tempfile.mkstemp(prefix=f"agentrun-crash-{stamp}-", suffix=".txt", dir=_crash_dir())
+    os.close(fd)
+    return Path(name)
 
 
 def _crash_dir() -> Path:
@@ -58,7 +83,7 @@ def _crash_dir() -> Path:
     scratch = Path(".agentrun") / "run"
     if os.environ.get("AGENTRUN_SESSION") and scratch.is_dir():
         return scratch
-    return Path(gettempdir())
+    return Path(tempfile.gettempdir())
 
 
 def _repo() -> Any:
@@ -168,28 +193,41 @@ def run(
     time_limit: float | None,
 ) -> None:
     """Create a build for GOAL and run it until it completes or parks."""
+    from agentrun.cli.output import log_path, outliving_readers
     from agentrun.cli.progress import progress
-    from agentrun.cli.render import outcome_lines
     from agentrun.commands.build import create_build, deadline, parse_roles, run_build
+    from agentrun.config import Config, check_role_overrides, load_config
 
     stop_at = deadline(time_limit)
     repo = _repo()
-    created = create_build(repo, goal, base, parse_roles(roles), max_cost=max_cost)
-    if created.picked:
-        click.echo(f"no runtime is configured: using {created.picked}")
-    click.echo(f"build {created.slug} from {created.base_ref} ({created.base_sha[:10]})")
-    if created.dirty:
-        click.echo("note: uncommitted changes in your working tree are not part of the build")
-    with progress() as observer:
-        outcome = run_build(repo, created.slug, observer, remote, stop_at)
-    for line in outcome_lines(outcome.state):
+    config = load_config(Path(repo.workdir)) if repo.workdir else Config()
+    overrides = parse_roles(roles)
+    check_role_overrides(overrides, config)
+    with outliving_readers() as streams:
+        created = create_build(repo, goal, base, overrides, config, max_cost)
+        streams.spill_to(log_path(repo, created.slug))
+        if created.picked:
+            click.echo(f"no runtime is configured: using {created.picked}")
+        click.echo(f"build {created.slug} from {created.base_ref} ({created.base_sha[:10]})")
+        if created.dirty:
+            click.echo("note: uncommitted changes in your working tree are not part of the build")
+        with progress() as observer:
+            outcome = run_build(repo, created.slug, observer, remote, stop_at)
+        _finish(outcome)
+
+
+def _finish(outcome: Outcome) -> NoReturn:
+    """Say how the run ended, and exit with the code of the build's state."""
+    from agentrun.cli.render import outcome_lines
+    from agentrun.commands.inspect import state_word
+
+    state = outcome.state
+    word = state_word(state, None)  # this command's runner has ended
+    for line in outcome_lines(state, word):
         click.echo(line)
-    _time_limit_line(outcome.waiting, created.slug)
-
-
-def _time_limit_line(waiting: str, slug: str) -> None:
-    if waiting == "time-limit":
-        click.echo(f"stopped at the time limit; continue with: git agentrun resume {slug}")
+    if outcome.waiting == "time-limit":
+        click.echo(f"stopped at the time limit; continue with: git agentrun resume {state.slug}")
+    raise click.exceptions.Exit(exit_for_state(word))
 
 
 @cli.command()
@@ -212,22 +250,37 @@ def doctor() -> None:
 @_agents_run
 def resume(slug: str, remote: str | None, time_limit: float | None) -> None:
     """Un-pause SLUG if paused and run it on from its log (also after a crash)."""
+    from agentrun.cli.output import log_path, outliving_readers
     from agentrun.cli.progress import progress
-    from agentrun.cli.render import outcome_lines
     from agentrun.commands.build import deadline, resume_build
+    from agentrun.errors import LeaseHeldError
     from agentrun.kernel.state import BuildState
+    from agentrun.store.log import check_slug
 
     stop_at = deadline(time_limit)
     repo = _repo()
-    with progress() as observer:
-        result = resume_build(repo, slug, observer, remote, stop_at)
-    state = result if isinstance(result, BuildState) else result.state
-    if isinstance(result, BuildState):
-        click.echo(f"build {slug} is {state.status}; nothing to resume")
-        return
-    for line in outcome_lines(state):
-        click.echo(line)
-    _time_limit_line(result.waiting, slug)
+    check_slug(slug)
+    with outliving_readers() as streams:
+        streams.spill_to(log_path(repo, slug))
+        try:
+            with progress() as observer:
+                result = resume_build(repo, slug, observer, remote, stop_at)
+        except LeaseHeldError as exc:
+            _held(repo, slug, exc)
+        if isinstance(result, BuildState):
+            click.echo(f"build {slug} is {result.status}; nothing to resume")
+            raise click.exceptions.Exit(exit_for_state(result.status))
+        _finish(result)
+
+
+def _held(repo: Any, slug: str, exc: Exception) -> NoReturn:
+    """Another runner holds the build: not now (exit 7); it acts on what was requested."""
+    from agentrun.commands.inspect import detail
+
+    click.echo(str(exc))
+    if detail(repo, slug)[0].resume_requested:
+        click.echo(f"resume requested: the runner of {slug} acts on it at its next safe step")
+    raise click.exceptions.Exit(EXIT_NOT_NOW)
 
 
 @cli.command()
@@ -253,18 +306,38 @@ def sync(remote: str) -> None:
 @_agents_run
 def sweep(remote: str | None, time_limit: float | None, as_json: bool) -> None:
     """Resume builds that were answered or whose runner died; report the rest."""
+    from agentrun.cli.output import outliving_readers
+    from agentrun.cli.render import unreadable_line
     from agentrun.commands.build import deadline
     from agentrun.commands.sweep import sweep as sweep_builds
 
     stop_at = deadline(time_limit)
-    swept = sweep_builds(_repo(), remote, stop_at=stop_at)
-    if as_json:
-        _echo_json({"schema": 1, "builds": [item.as_json() for item in swept]})
-        return
-    for item in swept:
-        click.echo(item.line())
-    if not swept:
-        click.echo("no open builds")
+    repo = _repo()
+    with outliving_readers():  # several builds, no one log: what a closed reader misses is lost
+        swept = sweep_builds(repo, remote, stop_at=stop_at)
+        if as_json:
+            _echo_json(swept.as_json())
+        else:
+            for item in swept.builds:
+                click.echo(item.line())
+            if not swept.builds and not swept.unreadable:
+                click.echo("no open builds")
+            for slug, error in swept.unreadable:
+                click.echo(unreadable_line(slug, error), err=True)
+        raise click.exceptions.Exit(_sweep_exit(swept))
+
+
+def _sweep_exit(swept: SweepReport) -> int:
+    """6 when a resumed build failed, 1 for an unreadable log, 7 when the time limit left
+    work; parked and paused builds wait for a person, which is no failure of the sweep."""
+    resumed = {exit_for_state(item.state) for item in swept.builds if item.action == "resumed"}
+    if EXIT_FAILED in resumed:
+        return EXIT_FAILED
+    if swept.unreadable:
+        return EXIT_USER
+    if any(exit_for_state(item.state) == EXIT_NOT_NOW for item in swept.builds):
+        return EXIT_NOT_NOW
+    return EXIT_DONE
 
 
 @cli.command()
@@ -272,7 +345,7 @@ def sweep(remote: str | None, time_limit: float | None, as_json: bool) -> None:
 @click.option("--live-only", is_flag=True, help="Leave archived builds out.")
 def status(as_json: bool, live_only: bool) -> None:
     """Every build: state, phase, round, open escalation, proposal, age."""
-    from agentrun.cli.render import status_table
+    from agentrun.cli.render import status_table, unreadable_line
     from agentrun.commands.inspect import rows, status_json
 
     listing = rows(_repo(), include_archived=not live_only)
@@ -281,7 +354,7 @@ def status(as_json: bool, live_only: bool) -> None:
     elif listing.rows or not listing.unreadable:
         status_table(listing.rows)
     for slug, error in listing.unreadable:
-        click.echo(f"agentrun: build {slug} cannot be read: {error}", err=True)
+        click.echo(unreadable_line(slug, error), err=True)
     if listing.unreadable:
         raise click.exceptions.Exit(EXIT_USER)
 
@@ -302,17 +375,23 @@ def log(slug: str, as_json: bool, follow: bool) -> None:
 
     repo = _repo()
     if follow:
-        from agentrun.commands.inspect import JSON_SCHEMA
-        from agentrun.commands.inspect import follow as stream
+        from agentrun.commands.inspect import JSON_SCHEMA, STOPPED, Follow
 
-        for stored in stream(repo, slug):
+        followed = Follow(repo, slug)
+        for stored in followed:
             if as_json:
                 record = {"schema": JSON_SCHEMA, "slug": slug, **event_json(stored)}
                 click.echo(json.dumps(record, ensure_ascii=False))
             else:
                 click.echo(event_line(stored))
             sys.stdout.flush()
-        return
+        if followed.ended == STOPPED:
+            click.echo(
+                f"build {slug} is stopped: no runner holds it; "
+                f"`git agentrun resume {slug}` continues it",
+                err=True,
+            )
+        raise click.exceptions.Exit(exit_for_state(followed.ended))
     events = timeline(repo, slug)
     if as_json:
         _echo_json(log_json(slug, events))
@@ -454,13 +533,19 @@ def pulls_close(number: int) -> None:
 @click.option("--keep", is_flag=True, help="Keep the demo repository and print where it is.")
 def demo(keep: bool) -> None:
     """Run a whole build offline with a scripted agent, in a temporary repository."""
+    from agentrun.cli.output import outliving_readers
     from agentrun.cli.progress import progress
-    from agentrun.commands.demo import run_demo
+    from agentrun.cli.render import event_line
+    from agentrun.commands.demo import demo_build
 
-    with progress() as observer:
-        report = run_demo(observer, keep=keep)
-    for line in report:
-        click.echo(line)
+    with outliving_readers(), demo_build(keep) as built:
+        click.echo(f"== timeline of {built.slug} ==")
+        click.echo(event_line(built.created))
+        with progress() as observer:
+            report = built.run(observer)
+        for line in report.lines:
+            click.echo(line)
+    raise click.exceptions.Exit(exit_for_state(report.state))
 
 
 @cli.group()
@@ -615,19 +700,32 @@ def action(config_path: str, time_limit: float | None, label: str, remote: str) 
 
     Writes slug, pr-url and state to $GITHUB_OUTPUT when it is set, on an error too.
     """
+    from agentrun.cli.output import outliving_readers
     from agentrun.commands.action import GitHubEvent, outputs_written
     from agentrun.commands.action import action as act
     from agentrun.commands.build import deadline
 
-    with outputs_written(os.environ) as result:
+    with outliving_readers(), outputs_written(os.environ) as result:
         event = GitHubEvent.from_env(os.environ)
         act(_repo(), event, config_path, remote, deadline(time_limit), label or None, result)
-    for line in result.lines:
-        click.echo(line)
+        for line in result.lines:
+            click.echo(line)
+    raise click.exceptions.Exit(_action_exit(result.state))
+
+
+def _action_exit(state: str) -> int:
+    """A job fails only when its build failed: a parked, paused, stopped or held build waits
+    for a person or the next event (the `state` output says which), and an abort was
+    someone's choice. Errors keep their codes (1, 2, 3)."""
+    return EXIT_FAILED if state == "failed" else EXIT_DONE
+
+
+cli.add_command(help_command)
+cli.add_command(completion)
 
 
 def main() -> None:
-    cli.main(prog_name="git agentrun")
+    cli.main(prog_name="git agentrun", complete_var=COMPLETE_VAR)
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ def status_table(found: list[BuildRow]) -> None:
                 else ("ready" if s.proposal.ready else "draft")
             )
             proposal = f"#{s.proposal.number} {flag}"
-        state = s.state_name + (" (archived)" if row.archived else "")
+        state = row.state_name + (" (archived)" if row.archived else "")
         body.append(
             [
                 s.slug,
@@ -102,8 +102,13 @@ def event_line(stored: Stored) -> str:
     )
 
 
-def outcome_lines(state: BuildState) -> list[str]:
-    lines = [f"build {state.slug}: {state.state_name} at {state.phase_label}"]
+def unreadable_line(slug: str, error: str) -> str:
+    return f"agentrun: build {slug} cannot be read: {error}"
+
+
+def outcome_lines(state: BuildState, word: str) -> list[str]:
+    """How a run ended; ``word``: the state as `status` names it (``stopped``, …)."""
+    lines = [f"build {state.slug}: {word} at {state.phase_label}"]
     for esc in state.open_escalations:
         lines.append(f"question {esc.id} ({esc.phase}@{esc.round}): {esc.question}")
         lines.append(f'  answer:  git agentrun answer {state.slug} "…"')

@@ -87,8 +87,11 @@ class ActionResult:
     pr_url: str = ""
     state: str = ""
 
-    def show(self, state: BuildState) -> None:
-        self.slug, self.state = state.slug, state.state_name
+    def show(self, state: BuildState, runner: str | None = None) -> None:
+        """The build's outputs; ``runner``: who runs it now (none: it is stopped if running)."""
+        from agentrun.commands.inspect import state_word
+
+        self.slug, self.state = state.slug, state_word(state, runner)
         self.pr_url = state.proposal.url if state.proposal else ""
 
     def write_outputs(self, path: Path) -> None:
@@ -258,8 +261,13 @@ class Job:
         if moved:
             self._push()
         swept = sweep(self.repo, self.remote, stop_at=self.stop_at)
-        self.result.lines.extend(item.line() for item in swept)
-        return self.result if swept else self._say("no open builds to sweep")
+        self.result.lines.extend(item.line() for item in swept.builds)
+        self.result.lines.extend(
+            f"build {slug} cannot be read: {error}" for slug, error in swept.unreadable
+        )
+        if swept.builds or swept.unreadable:
+            return self.result
+        return self._say("no open builds to sweep")
 
     # --- closing: merged or closed pull requests archive their builds -----------------
 
@@ -382,16 +390,17 @@ class Job:
         state = load_state(self.log, self.cache, slug)[1]
         self.result.show(state)  # what the outputs say if the run raises
         if isinstance(decide(state), Wait):
-            return self._say(f"build {slug} is {state.state_name}; nothing to run")
+            self.result.show(state)
+            return self._say(f"build {slug} is {self.result.state}; nothing to run")
         try:
             outcome = Runner(self.repo, slug, remote=self.remote, stop_at=self.stop_at).run()
         except LeaseHeldError as exc:
-            self.result.show(load_state(self.log, self.cache, slug)[1])
             holder = self._holder(slug)
+            self.result.show(load_state(self.log, self.cache, slug)[1], holder or "elsewhere")
             return self._say(f"not run here: {exc}" + (f" (held by {holder})" if holder else ""))
         self.result.show(outcome.state)
         why = f" (stopped: {outcome.waiting})" if outcome.waiting == "time-limit" else ""
-        return self._say(f"build {slug} is {outcome.state.state_name}{why}")
+        return self._say(f"build {slug} is {self.result.state}{why}")
 
     def _holder(self, slug: str, live: bool = False) -> str | None:
         """Who holds the build's lease on the remote now, if anyone can be seen to

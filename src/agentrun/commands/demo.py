@@ -12,16 +12,20 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
 
 from agentrun import gitcli
 from agentrun.commands.build import create_build, run_build
-from agentrun.commands.inspect import timeline
 from agentrun.config import parse_config
 from agentrun.forge.local import LocalForge
+from agentrun.kernel.state import BuildState
 from agentrun.runner.build import Observer
+from agentrun.store.log import EventLog, Stored
 
 PAGER_BUGGY = '''\
 """Split a list of items into pages."""
@@ -185,30 +189,74 @@ agent = "implement"
     return repo_dir
 
 
-def run_demo(observer: Observer, keep: bool = False) -> list[str]:
+@dataclass
+class DemoReport:
+    lines: list[str]
+    state: str
+
+
+NEXT_STEPS = [
+    "",
+    "== next: in your own repository ==",
+    "  git agentrun init        write .agentrun.toml: pick a runtime, add [[verify]] with "
+    "your tests",
+    "  git agentrun doctor      check that the runtime can run here",
+    '  git agentrun run "GOAL"  a first build; `git agentrun status` and '
+    "`git agentrun pulls show N` follow it",
+]
+
+
+@contextmanager
+def demo_build(keep: bool = False) -> Iterator[Demo]:
+    """A demo repository with its build created, in a temporary folder removed afterwards
+    (unless ``keep``). The build's worktree goes there too, not to the user's cache."""
     root = Path(tempfile.mkdtemp(prefix="agentrun-demo-"))
+    saved = os.environ.get("AGENTRUN_WORKTREES")
+    os.environ["AGENTRUN_WORKTREES"] = str(root / "worktrees")
     try:
         repo_dir = make_demo_repo(root)
         repo = pygit2.Repository(str(repo_dir))
         created = create_build(repo, "Fix the off-by-one in pager.py")
-        outcome = run_build(repo, created.slug, observer)
-        return _report(repo, created.slug, outcome.state.state_name, root if keep else None)
+        first = EventLog(repo).read(created.slug)[0]
+        yield Demo(repo, created.slug, first, root if keep else None)
     finally:
+        if saved is None:
+            os.environ.pop("AGENTRUN_WORKTREES", None)
+        else:
+            os.environ["AGENTRUN_WORKTREES"] = saved
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def _report(repo: pygit2.Repository, slug: str, state: str, kept: Path | None) -> list[str]:
-    from agentrun.cli.render import event_line, proposal_lines
+@dataclass
+class Demo:
+    repo: pygit2.Repository
+    slug: str
+    created: Stored  # the timeline's first event; the runner's observer sees the rest
+    kept: Path | None
 
-    lines = ["", f"== timeline of {slug} ==", *(event_line(s) for s in timeline(repo, slug))]
-    forge = LocalForge(repo)
-    found = forge.find_open(f"agentrun/{slug}")
-    if found is not None:
-        lines += ["", f"== build branch agentrun/{slug} =="]
-        lines += [f"  {sha[:10]} {subject}" for sha, subject in forge.commits(found.number)]
-        lines += ["", "== proposal ==", *proposal_lines(found)]
-    lines += ["", f"demo build {slug}: {state}"]
-    if kept is not None:
-        lines.append(f"the demo repository is kept at {kept / 'pager'}")
-    return lines
+    def run(self, observer: Observer) -> DemoReport:
+        """Run the build to its end; the report: its branch, the fix, the proposal, and
+        what to do next (the timeline is what ``observer`` saw)."""
+        outcome = run_build(self.repo, self.slug, observer)
+        state = outcome.state
+        return DemoReport(self._report(state), state.state_name)
+
+    def _report(self, state: BuildState) -> list[str]:
+        from agentrun.cli.render import proposal_lines
+
+        slug, lines = self.slug, []
+        forge = LocalForge(self.repo)
+        found = forge.find_open(f"agentrun/{slug}")
+        if found is not None:
+            lines += ["", f"== build branch agentrun/{slug} =="]
+            lines += [f"  {sha[:10]} {subject}" for sha, subject in forge.commits(found.number)]
+        diff = self.repo.diff(state.base_sha, state.head).patch or ""
+        lines += ["", f"== the fix (git diff {state.base_ref}..agentrun/{slug}) =="]
+        lines += diff.rstrip("\n").splitlines()
+        if found is not None:
+            lines += ["", "== proposal ==", *proposal_lines(found)]
+        lines += ["", f"demo build {slug}: {state.state_name}"]
+        if self.kept is not None:
+            lines.append(f"the demo repository is kept at {self.kept / 'pager'}")
+        return lines + NEXT_STEPS

@@ -20,6 +20,15 @@ from agentrun.store.log import EventLog, Stored, check_slug
 
 JSON_SCHEMA = 1
 REMOTES = "refs/agentrun-remotes/"  # what sync fetched from each remote
+STOPPED = "stopped"
+
+
+def state_word(state: BuildState, runner: str | None) -> str:
+    """The state as `status` names it: ``stopped`` where the pure state says running but no
+    live runner holds the build, so `resume` or `sweep` would continue it (DESIGN §13)."""
+    if state.state_name == "running" and runner is None:
+        return STOPPED
+    return state.state_name
 
 
 @dataclass(frozen=True)
@@ -29,12 +38,17 @@ class BuildRow:
     archived: bool
     runner: str | None
 
+    @property
+    def state_name(self) -> str:
+        """An archived build is shown as it was archived; a live one may be ``stopped``."""
+        return self.state.state_name if self.archived else state_word(self.state, self.runner)
+
     def as_json(self) -> dict[str, Any]:
         s = self.state
         escalation = next(iter(s.open_escalations), None)
         return {
             "slug": s.slug,
-            "state": s.state_name,
+            "state": self.state_name,
             "phase": s.phase_label,
             "round": s.current_round,
             "escalation": None
@@ -78,26 +92,46 @@ def locate(repo: pygit2.Repository, slug: str) -> tuple[str, bool]:
     raise UnknownBuildError(f"no build named {slug!r}: `git agentrun status` lists the builds")
 
 
+Unreadable = list[tuple[str, str]]  # (slug, what is wrong)
+
+
+def read_build(
+    log: EventLog, cache: StateCache, slug: str, unreadable: Unreadable, at: str | None = None
+) -> tuple[str, BuildState] | None:
+    """A build's tip and state, or None with the error added to ``unreadable``.
+
+    The rule of every command that reads many builds (`status`, `sweep`): one bad log
+    is reported and hides no other.
+    """
+    try:
+        return load_state(log, cache, slug, at)
+    except AgentrunError as exc:
+        unreadable.append((slug, str(exc)))
+        return None
+
+
+def unreadable_json(unreadable: Unreadable) -> list[dict[str, str]]:
+    return [{"slug": slug, "error": error} for slug, error in unreadable]
+
+
 @dataclass(frozen=True)
 class Listing:
     rows: list[BuildRow]
-    unreadable: list[tuple[str, str]]  # (slug, what is wrong): one bad log hides no other
+    unreadable: Unreadable
 
 
 def rows(repo: pygit2.Repository, include_archived: bool = True) -> Listing:
     log, cache = EventLog(repo), StateCache(repo)
     found: list[BuildRow] = []
-    unreadable: list[tuple[str, str]] = []
+    unreadable: Unreadable = []
     places: list[tuple[str, str | None, bool]] = [(slug, None, False) for slug in log.slugs()]
     if include_archived:
         places += [(slug, tip, True) for slug, tip in archived(repo).items()]
     for slug, at, old in places:
-        try:
-            tip, state = load_state(log, cache, slug, at)
-        except AgentrunError as exc:
-            unreadable.append((slug, str(exc)))
-            continue
-        found.append(BuildRow(state, tip, old, None if old else live_runner(repo, slug)))
+        read = read_build(log, cache, slug, unreadable, at)
+        if read is not None:
+            runner = None if old else live_runner(repo, slug)
+            found.append(BuildRow(read[1], read[0], old, runner))
     found.sort(key=lambda r: r.state.created_at or EPOCH, reverse=True)
     return Listing(found, unreadable)
 
@@ -125,11 +159,12 @@ def status_json(listing: Listing) -> dict[str, Any]:
     return {
         "schema": JSON_SCHEMA,
         "builds": [r.as_json() for r in listing.rows],
-        "unreadable": [{"slug": slug, "error": error} for slug, error in listing.unreadable],
+        "unreadable": unreadable_json(listing.unreadable),
     }
 
 
 FOLLOW_POLL = 0.5  # seconds between looks at the log for `log --follow`
+FOLLOW_GRACE = 2.0  # seconds without a live runner before `log --follow` calls it stopped
 
 
 def timeline(repo: pygit2.Repository, slug: str) -> list[Stored]:
@@ -146,32 +181,51 @@ def event_json(stored: Stored) -> dict[str, Any]:
     return {"commit": stored.oid, "type": stored.event.type, **stored.event.model_dump(mode="json")}
 
 
-def follow(repo: pygit2.Repository, slug: str, poll: float = FOLLOW_POLL) -> Iterator[Stored]:
-    """The build's events, then each new one as it is appended, until the build finishes.
+class Follow:
+    """The build's events, then each new one as it is appended, until the build ends.
 
-    Finished means complete, failed, aborted or archived. A log that sync re-parented
-    (its events re-created after a remote's) is followed on: events are told apart by
-    their ``seq``, so none is shown twice.
+    It ends when the build is complete, failed, aborted or archived, or stopped: running
+    in its log (not parked or paused, which wait for a person) but held by no live runner
+    for ``FOLLOW_GRACE`` seconds (after Ctrl-C or a dead runner; the grace covers a runner
+    that is starting). ``ended`` then names the state. A log that sync re-parented (its
+    events re-created after a remote's) is followed on: events are told apart by their
+    ``seq``, so none is shown twice.
     """
-    log, cache = EventLog(repo), StateCache(repo)
-    tip, old = locate(repo, slug)
-    shown, last = 0, None
-    while True:
-        if tip != last:
-            onward = last is not None and repo.descendant_of(tip, last)
-            for stored in log.walk(tip, stop=last if onward else None):
-                if stored.event.seq > shown:
-                    shown = stored.event.seq
-                    yield stored
-            last = tip
-            if old or load_state(log, cache, slug, tip)[1].status != "running":
+
+    def __init__(self, repo: pygit2.Repository, slug: str, poll: float = FOLLOW_POLL) -> None:
+        self.repo, self.slug, self.poll = repo, slug, poll
+        self.ended = ""
+
+    def __iter__(self) -> Iterator[Stored]:
+        repo, slug = self.repo, self.slug
+        log, cache = EventLog(repo), StateCache(repo)
+        tip, old = locate(repo, slug)
+        shown, last, unheld_since = 0, None, None
+        while True:
+            if tip != last:
+                onward = last is not None and repo.descendant_of(tip, last)
+                for stored in log.walk(tip, stop=last if onward else None):
+                    if stored.event.seq > shown:
+                        shown = stored.event.seq
+                        yield stored
+                last, unheld_since = tip, None
+            state = load_state(log, cache, slug, tip)[1]
+            if old or state.status != "running":
+                self.ended = state.state_name
                 return
-        time.sleep(poll)
-        found = log.tip_oid(slug)
-        if found is None:
-            tip, old = locate(repo, slug)  # archived meanwhile: show its last events
-        else:
-            tip = found
+            if state.state_name != "running" or live_runner(repo, slug) is not None:
+                unheld_since = None
+            elif unheld_since is None:
+                unheld_since = time.monotonic()
+            elif time.monotonic() - unheld_since >= FOLLOW_GRACE:
+                self.ended = STOPPED
+                return
+            time.sleep(self.poll)
+            found = log.tip_oid(slug)
+            if found is None:
+                tip, old = locate(repo, slug)  # archived meanwhile: show its last events
+            else:
+                tip = found
 
 
 def detail(repo: pygit2.Repository, slug: str) -> tuple[BuildState, list[str], str]:

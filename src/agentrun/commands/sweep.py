@@ -3,7 +3,8 @@
 A build is resumed when the kernel has work for it (its questions were answered, a
 control waits to be acknowledged, or it never ran) and no live lease holds it, or
 when its runner died (the lease expired, or its process is gone on this machine).
-Parked, paused and elsewhere-running builds are reported, one line each.
+Parked, paused and elsewhere-running builds are reported, one line each, and so is a
+build whose log cannot be read (the sweep goes on with the others).
 """
 
 from __future__ import annotations
@@ -15,13 +16,20 @@ from typing import TYPE_CHECKING, Literal
 
 import pygit2
 
+from agentrun.commands.inspect import (
+    JSON_SCHEMA,
+    Unreadable,
+    read_build,
+    state_word,
+    unreadable_json,
+)
 from agentrun.config import load_config
 from agentrun.errors import AgentrunError
 from agentrun.gitrepo import now_utc
 from agentrun.kernel.decide import Acknowledge, Wait, decide
 from agentrun.kernel.state import BuildState
 from agentrun.runner.deadline import TIME_LIMIT
-from agentrun.store.cache import StateCache, load_state
+from agentrun.store.cache import StateCache
 from agentrun.store.lease import LeaseInfo, clear_stale, lease_info, read_lease
 from agentrun.store.log import EventLog
 from agentrun.store.remote_lease import clear_stale_remote
@@ -38,7 +46,7 @@ class Swept:
     slug: str
     action: Literal["resumed", "skipped"]
     reason: str
-    state: str  # the state name after the sweep: running, parked, paused, complete, …
+    state: str  # the state after the sweep, as `status` names it: stopped, parked, …
     phase: str = ""
 
     def line(self) -> str:
@@ -54,12 +62,25 @@ class Swept:
         }
 
 
+@dataclass(frozen=True)
+class SweepReport:
+    builds: list[Swept]
+    unreadable: Unreadable  # builds whose log cannot be read, with what is wrong
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "schema": JSON_SCHEMA,
+            "builds": [item.as_json() for item in self.builds],
+            "unreadable": unreadable_json(self.unreadable),
+        }
+
+
 def sweep(
     repo: pygit2.Repository,
     remote: str | None = None,
     observer: Observer | None = None,
     stop_at: float | None = None,
-) -> list[Swept]:
+) -> SweepReport:
     """Fetch (with a remote), then resume or report every open build, oldest slug first.
 
     ``remote`` defaults to ``[sync] remote``; ``stop_at`` is a ``time.monotonic()``
@@ -70,19 +91,24 @@ def sweep(
         remote = load_config(Path(repo.workdir)).sync.remote
     where = pull(repo, remote) if remote else None
     log, cache = EventLog(repo), StateCache(repo)
-    swept = []
+    swept: list[Swept] = []
+    unreadable: Unreadable = []
     for slug in sorted(log.slugs()):
-        state = load_state(log, cache, slug)[1]
-        if state.status != "running":
+        read = read_build(log, cache, slug, unreadable)
+        if read is None:
+            continue
+        if read[1].status != "running":
             clear_stale(repo, slug)  # a runner killed right after the end left its lease
             if where is not None:
                 clear_stale_remote(where, slug)
             continue
+        state = read[1]
         if stop_at is not None and time.monotonic() >= stop_at:
-            swept.append(_skipped(state, "time limit reached before this build"))
+            holder = _live_holder(repo, slug, where)
+            swept.append(_skipped(state, "time limit reached before this build", holder))
             continue
         swept.append(_one(repo, state, where, observer, stop_at))
-    return swept
+    return SweepReport(swept, unreadable)
 
 
 def _one(
@@ -97,7 +123,7 @@ def _one(
     if isinstance(decision, Wait) and decision.reason != "in-flight":
         return _skipped(state, _waiting(state, decision.reason))
     if holder is not None:
-        return _skipped(state, _running_elsewhere(holder))
+        return _skipped(state, _running_elsewhere(holder), holder)
     if isinstance(decision, Wait):
         why = "its runner stopped mid-phase"
     elif isinstance(decision, Acknowledge):
@@ -114,15 +140,17 @@ def _one(
     try:
         outcome = Runner(repo, state.slug, observer, remote=remote, stop_at=stop_at).run()
     except AgentrunError as exc:
-        return _skipped(state, str(exc))
+        return _skipped(state, str(exc), _live_holder(repo, state.slug, where))
     after = outcome.state
     if outcome.waiting == TIME_LIMIT:
         why += "; stopped at the time limit"
-    return Swept(after.slug, "resumed", why, after.state_name, after.phase_label)
+    # Our runner has ended: a build still running in its log is stopped.
+    return Swept(after.slug, "resumed", why, state_word(after, None), after.phase_label)
 
 
-def _skipped(state: BuildState, reason: str) -> Swept:
-    return Swept(state.slug, "skipped", reason, state.state_name, state.phase_label)
+def _skipped(state: BuildState, reason: str, holder: LeaseInfo | None = None) -> Swept:
+    runner = holder.holder if holder is not None else None
+    return Swept(state.slug, "skipped", reason, state_word(state, runner), state.phase_label)
 
 
 def _waiting(state: BuildState, reason: str) -> str:
