@@ -99,8 +99,9 @@ def test_a_failed_build_writes_its_outputs(site: Site) -> None:
     site.api.answer_with("POST", f"{API_REPO}/pulls", 403)  # the token may not open PRs
     job = site.job("issues", labeled(7, "Fix the greeting", "", "maintainer"))
 
-    must(job.run())
+    done = job.run()
 
+    assert done.returncode == 6, done.stdout + done.stderr  # a failed build fails the job
     assert job.outputs() == {"slug": SLUG, "pr-url": "", "state": "failed"}
 
 

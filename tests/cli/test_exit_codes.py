@@ -114,14 +114,18 @@ def test_ctrl_c_exits_130_and_the_build_shows_as_stopped(repo_path: Path) -> Non
 
 
 def test_every_crash_gets_a_trace_file_of_its_own(repo_path: Path, tmp_path: Path) -> None:
-    """Two bugs in the same second leave two traces (a log ref that is not a commit crashes)."""
-    blob = pygit2.Repository(str(repo_path)).create_blob(b"not an event")
-    pygit2.Repository(str(repo_path)).references.create("refs/agentrun/builds/broken", blob)
+    """Two bugs in the same second leave two traces.
+
+    The bug: a ``pygit2`` that raises when imported, first on PYTHONPATH.
+    """
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "pygit2.py").write_text('raise RuntimeError("a bug planted by the test")\n')
     temp = tmp_path / "temp"
     temp.mkdir()
     named = []
     for _ in range(2):
-        done = run_cli_env(repo_path, {"TMPDIR": str(temp)}, "log", "broken")
+        done = run_cli_env(repo_path, {"TMPDIR": str(temp), "PYTHONPATH": str(planted)}, "log", "x")
         assert done.returncode == 3
         prefix = "agentrun: internal error (a bug); the trace is in "
         assert done.stderr.startswith(prefix)
