@@ -67,6 +67,13 @@ def _repo() -> Any:
     return open_repo(Path.cwd())
 
 
+def _build_slug(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A SLUG argument: an exact slug, or a prefix only one build's slug has."""
+    from agentrun.commands.slugs import resolve_slug
+
+    return resolve_slug(_repo(), value)
+
+
 def _echo_json(data: object) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
@@ -206,7 +213,7 @@ def doctor() -> None:
 
 
 @cli.command()
-@click.argument("slug")
+@click.argument("slug", callback=_build_slug)
 @_runner_options
 @_agents_run
 def resume(slug: str, remote: str | None, time_limit: float | None) -> None:
@@ -286,7 +293,7 @@ def status(as_json: bool, live_only: bool) -> None:
 
 
 @cli.command()
-@click.argument("slug")
+@click.argument("slug", callback=_build_slug)
 @click.option("--json", "as_json", is_flag=True, help="The event envelopes with their commits.")
 @click.option(
     "--follow",
@@ -323,7 +330,7 @@ def log(slug: str, as_json: bool, follow: bool) -> None:
 
 
 @cli.command()
-@click.argument("slug")
+@click.argument("slug", callback=_build_slug)
 @click.option("--transcript", "session", metavar="SESSION", help="Print a session's transcript.")
 @click.option("--artifact", "name", metavar="NAME", help="Print an artifact (plan, report, …).")
 def show(slug: str, session: str | None, name: str | None) -> None:
@@ -344,7 +351,7 @@ def show(slug: str, session: str | None, name: str | None) -> None:
 
 
 @cli.command()
-@click.argument("slug")
+@click.argument("slug", callback=_build_slug)
 @click.argument("text")
 @click.option(
     "--escalation", "escalation", metavar="ID", help="Which escalation (when several are open)."
@@ -358,7 +365,7 @@ def answer(slug: str, text: str, escalation: str | None) -> None:
 
 
 @cli.command()
-@click.argument("slug")
+@click.argument("slug", callback=_build_slug)
 def pause(slug: str) -> None:
     """Ask SLUG to pause at its next safe step."""
     from agentrun.commands.control import pause as request
@@ -367,7 +374,7 @@ def pause(slug: str) -> None:
 
 
 @cli.command()
-@click.argument("slug")
+@click.argument("slug", callback=_build_slug)
 def abort(slug: str) -> None:
     """Abort SLUG; a running session is cancelled."""
     from agentrun.commands.control import abort as request
@@ -376,7 +383,7 @@ def abort(slug: str) -> None:
 
 
 @cli.command()
-@click.argument("slug")
+@click.argument("slug", callback=_build_slug)
 @_agents_run
 def retry(slug: str) -> None:
     """Let SLUG try again: a failed build re-opens, spent attempts re-arm."""
