@@ -164,6 +164,11 @@ def _runner_options(command: F) -> F:
     show_envvar=True,
     help="Park the build before it spends more than USD.",
 )
+@click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="Let the build end with no change against its base (else it asks first).",
+)
 @_runner_options
 @_agents_run
 def run(
@@ -171,6 +176,7 @@ def run(
     base: str | None,
     roles: tuple[str, ...],
     max_cost: float | None,
+    allow_empty: bool,
     remote: str | None,
     time_limit: float | None,
 ) -> None:
@@ -181,7 +187,9 @@ def run(
 
     stop_at = deadline(time_limit)
     repo = _repo()
-    created = create_build(repo, goal, base, parse_roles(roles), max_cost=max_cost)
+    created = create_build(
+        repo, goal, base, parse_roles(roles), max_cost=max_cost, allow_empty=allow_empty
+    )
     if created.picked:
         click.echo(f"no runtime is configured: using {created.picked}")
     click.echo(f"build {created.slug} from {created.base_ref} ({created.base_sha[:10]})")

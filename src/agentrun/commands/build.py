@@ -130,6 +130,7 @@ def create_build(
     roles: dict[str, str] | None = None,
     config: Config | None = None,
     max_cost: float | None = None,
+    allow_empty: bool = False,
 ) -> Created:
     goal = goal.strip()
     if not goal:
@@ -160,6 +161,7 @@ def create_build(
             branch=branch,
             source="cli",
             config=snapshot(config),
+            allow_empty=allow_empty,
         )
         try:
             log.append(slug, [Draft(created, HumanActor(login=user_login(repo)))], None)
