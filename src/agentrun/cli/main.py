@@ -424,12 +424,21 @@ def pulls(ctx: click.Context) -> None:
 
 @pulls.command("show")
 @click.argument("number", type=int)
-def pulls_show(number: int) -> None:
-    """A proposal: title, state, body, comments and commits."""
+@click.option("--diff", "as_diff", is_flag=True, help="The change against its base, as a diff.")
+@click.option("--stat", is_flag=True, help="The change against its base, file by file.")
+def pulls_show(number: int, as_diff: bool, stat: bool) -> None:
+    """A proposal: title, state, body, comments and commits (or its --diff, --stat)."""
     from agentrun.cli.render import proposal_lines
-    from agentrun.commands.pulls import show_pull
+    from agentrun.commands.pulls import diff_pull, show_pull
 
-    info, commits = show_pull(_repo(), number)
+    repo = _repo()
+    if as_diff or stat:
+        if stat:
+            click.echo(diff_pull(repo, number, stat=True), nl=False)
+        if as_diff:
+            click.echo(diff_pull(repo, number), nl=False)
+        return
+    info, commits = show_pull(repo, number)
     for line in proposal_lines(info, commits):
         click.echo(line)
 
@@ -437,7 +446,7 @@ def pulls_show(number: int) -> None:
 @pulls.command("checkout")
 @click.argument("number", type=int)
 def pulls_checkout(number: int) -> None:
-    """Check out a proposal's branch in your working tree."""
+    """Check out a branch pulls/NUMBER at the proposal's head in your working tree."""
     from agentrun.commands.pulls import checkout_pull
 
     click.echo(f"switched to {checkout_pull(_repo(), number)}")
@@ -446,11 +455,17 @@ def pulls_checkout(number: int) -> None:
 @pulls.command("merge")
 @click.argument("number", type=int)
 @click.option("--force", is_flag=True, help="Merge a draft whose build has not passed yet.")
-def pulls_merge(number: int, force: bool) -> None:
-    """Merge a proposal into its base branch, and archive its build."""
+@click.option(
+    "--no-squash",
+    "keep_commits",
+    is_flag=True,
+    help="Keep the build's commits (fast-forward or a merge commit) instead of one commit.",
+)
+def pulls_merge(number: int, force: bool, keep_commits: bool) -> None:
+    """Merge a proposal into its base branch as one commit, and archive its build."""
     from agentrun.commands.pulls import merge_pull
 
-    sha = merge_pull(_repo(), number, force)
+    sha = merge_pull(_repo(), number, force, squash=not keep_commits)
     click.echo(f"merged #{number}; base is now at {sha[:10]}")
 
 
