@@ -245,6 +245,28 @@ def resume(slug: str, remote: str | None, time_limit: float | None) -> None:
 
 
 @cli.command()
+@click.argument("slug", callback=_build_slug)
+@_runner_options
+def reconcile(slug: str, remote: str | None, time_limit: float | None) -> None:
+    """Merge SLUG's moved base into its open proposal, then verify and mark it ready again."""
+    from agentrun.cli.progress import progress
+    from agentrun.cli.render import outcome_lines
+    from agentrun.commands.build import deadline
+    from agentrun.commands.reconcile import reconcile_build
+
+    stop_at = deadline(time_limit)
+    repo = _repo()
+    with progress() as observer:
+        requested, outcome = reconcile_build(repo, slug, observer, remote, stop_at)
+    click.echo(f"build {slug}: reconcile requested, merging the base at {requested.base[:10]}")
+    if requested.note:
+        click.echo(f"note: {requested.note}")
+    for line in outcome_lines(outcome.state):
+        click.echo(line)
+    _time_limit_line(outcome.waiting, slug)
+
+
+@cli.command()
 @click.argument("remote", default="origin")
 def sync(remote: str) -> None:
     """Fetch and push build logs, notes and build branches with REMOTE (origin)."""
