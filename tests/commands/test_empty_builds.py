@@ -11,12 +11,13 @@ from agentrun.store.log import EventLog
 
 GOAL = "Tidy the module"
 SLUG = "tidy-the-module"
+NOTHING = [{"phase": "implement"}]  # the scripted implement says done and writes nothing
 
 
 def test_an_empty_build_parks_with_a_question_and_proposes_nothing(
     repo_path: Path, repo: pygit2.Repository
 ) -> None:
-    configure(repo_path)  # the scripted implement says done and writes nothing
+    configure(repo_path, NOTHING)
 
     done = run_cli(repo_path, "run", GOAL)
 
@@ -28,7 +29,7 @@ def test_an_empty_build_parks_with_a_question_and_proposes_nothing(
 
 
 def test_an_answer_lets_the_empty_build_go_on(repo_path: Path, repo: pygit2.Repository) -> None:
-    configure(repo_path)
+    configure(repo_path, NOTHING)
     run_cli(repo_path, "run", GOAL)
 
     assert run_cli(repo_path, "answer", SLUG, "yes, nothing to change").returncode == 0
@@ -42,7 +43,7 @@ def test_an_answer_lets_the_empty_build_go_on(repo_path: Path, repo: pygit2.Repo
 def test_run_allow_empty_is_recorded_and_never_asks(
     repo_path: Path, repo: pygit2.Repository
 ) -> None:
-    configure(repo_path)
+    configure(repo_path, NOTHING)
 
     done = run_cli(repo_path, "run", "--allow-empty", GOAL)
 
@@ -62,6 +63,7 @@ def test_a_round_that_adds_nothing_of_its_own_is_not_empty(
         [
             {"phase": "implement", "round": 1, "write": {"src/app.py": "VALUE = 1\n"}},
             {"phase": "code-review", "round": 1, "verb": "revise", "findings": ["explain"]},
+            {"phase": "implement", "round": 2},  # writes nothing
         ],
     )
 

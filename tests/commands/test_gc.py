@@ -96,7 +96,7 @@ def test_gc_leaves_live_builds_alone_and_a_dry_run_changes_nothing(
 def parked(repo_path: Path, repo: pygit2.Repository, goal: str) -> str:
     """A build that ran implement (so it has a worktree) and parked: it changed nothing."""
     if not (repo_path / ".agentrun.toml").exists():
-        configure(repo_path)
+        configure(repo_path, [{"phase": "implement"}])
     slug = create_build(repo, goal).slug
     assert run_build(repo, slug).state.state_name == "parked"
     assert (worktrees_dir(repo) / slug).exists()

@@ -337,3 +337,17 @@ def test_an_archived_build_says_so_when_steered(repo: pygit2.Repository) -> None
     merge_pull(repo, open_pull(repo))
     with pytest.raises(UnknownBuildError, match=f"build {SLUG} is archived"):
         request_resume(repo, SLUG)
+
+
+def test_a_squash_message_carries_no_secret(repo: pygit2.Repository, repo_path: Path) -> None:
+    from hook.hookrepo import GITHUB
+
+    start_build(repo)
+    commit_on(repo, BRANCH, {"login.py": "fixed = True\n"})
+    forge = LocalForge(repo)
+    number = forge.open_draft(f"Fix login with {GITHUB}", "body", BRANCH, "main", SLUG).number
+    forge.mark_ready(number)
+    sha = merge_pull(repo, number)
+    message = git(repo_path, "log", "-1", "--format=%B", sha)
+    assert GITHUB not in message
+    assert message.startswith("Fix login with [redacted]\n")

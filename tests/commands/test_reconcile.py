@@ -124,7 +124,7 @@ def test_reconcile_refusals_are_one_line_and_record_nothing(
     if setup == "unmoved":
         slug = complete(repo_path, repo, {})
     else:
-        configure(repo_path)  # implement changes nothing: the build parks
+        configure(repo_path, [{"phase": "implement"}])  # changes nothing: the build parks
         slug = create_build(repo, GOAL).slug
         run_build(repo, slug)
         if setup == "aborted":

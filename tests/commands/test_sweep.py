@@ -28,10 +28,7 @@ from agentrun.store.remote_lease import lease_commit
 from agentrun.store.sync import RefUpdate, Remote, sync
 
 # Every plan asks a question first; answered, the build runs to the end.
-STEPS = [
-    {"phase": "plan", "attempt": 1, "verb": "escalate", "text": "Which file?"},
-    {"phase": "implement", "write": {"app.txt": "x\n"}},
-]
+STEPS = [{"phase": "plan", "attempt": 1, "verb": "escalate", "text": "Which file?"}]
 
 
 @dataclass

@@ -484,8 +484,7 @@ AGENTRUN_COMMIT = {
 def test_an_agent_commit_changing_agentrun_fails_the_phase_naming_it(
     repo_path: Path, repo: pygit2.Repository
 ) -> None:
-    steps = [AGENTRUN_COMMIT, {"phase": "implement", "round": 2, "write": APP}]
-    configure(repo_path, steps, extra="[policy]\nmax_phase_attempts = 1\n")
+    configure(repo_path, [AGENTRUN_COMMIT], extra="[policy]\nmax_phase_attempts = 1\n")
     slug, outcome = build(repo)
 
     # The refused round is not retried: implement@2 starts with the reason (DESIGN §12).
@@ -646,10 +645,7 @@ def test_a_verb_from_a_stale_session_is_refused(repo_path: Path, repo: pygit2.Re
 
 def test_an_agent_may_not_rewrite_the_config(repo_path: Path, repo: pygit2.Repository) -> None:
     """The config steers every later build (and the hook): it is the maintainers'."""
-    steps = [
-        {"phase": "implement", "round": 1, "write": {".agentrun.toml": "[policy]\n"}},
-        {"phase": "implement", "round": 2, "write": APP},
-    ]
+    steps = [{"phase": "implement", "round": 1, "write": {".agentrun.toml": "[policy]\n"}}]
     configure(repo_path, steps)
     slug, outcome = build(repo)
     failed = phase_failures(repo, slug)[0]

@@ -15,6 +15,7 @@ from agentrun.events import BuildCreated, HumanActor, ImplementCompleted, Propos
 from agentrun.forge.base import ProposalInfo
 from agentrun.forge.local import LocalForge, git_in, tracked_changes
 from agentrun.gitrepo import now_utc, user_login
+from agentrun.secrets import scrub
 from agentrun.store.archive import archive
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.lease import read_lease
@@ -108,7 +109,7 @@ def squash_message(repo: pygit2.Repository, info: ProposalInfo) -> str:
         lines += [summary, ""]
     if info.build:
         lines.append(f"Agentrun-Build: {info.build}")
-    return "\n".join(lines).rstrip() + "\n"
+    return scrub("\n".join(lines).rstrip() + "\n")  # it goes into git: no secrets
 
 
 def _summary(repo: pygit2.Repository, info: ProposalInfo) -> str:
