@@ -23,6 +23,7 @@ from agentrun.events import (
     BuildFailed,
     BuildPaused,
     BuildPauseRequested,
+    BuildReconcileRequested,
     BuildResumed,
     BuildResumeRequested,
     BuildRetryRequested,
@@ -158,6 +159,7 @@ PAYLOADS: list[Any] = [
     PublicationPushed(branch="agentrun/fix-login", sha=SHA),
     ObservationRecorded(phase="finalize:notes", text="`make notes` exit 2"),
     BuildRetryRequested(reason="the disk is fixed"),
+    BuildReconcileRequested(base_sha=SHA),
     FeedbackReceived(forge="github", number=3, review=17, author="bob", text="Rename it."),
     ForgeCursor(forge="github", comment=1204, review=17),
     BaseMoved(base_sha=SHA, conflicts=("src/app.py",)),
@@ -391,3 +393,14 @@ def test_check_payload_refuses_an_invalid_payload() -> None:
         check_payload(bad)
     assert str(err.value).startswith("invalid plan.started payload: ")
     assert "round" in str(err.value)
+
+
+def test_a_v1_build_created_reads_as_not_allowing_empty() -> None:
+    doc = valid_doc(
+        v=1,
+        type="build.created",
+        payload={"goal": "g", "base_ref": "main", "base_sha": "a" * 40, "branch": "agentrun/g"},
+    )
+    created = decode(message(doc), "abc123").payload
+    assert isinstance(created, BuildCreated)
+    assert created.allow_empty is False

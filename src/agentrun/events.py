@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from agentrun.errors import InvalidEventError, MalformedEventError
 from agentrun.secrets import scrub
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class Frozen(BaseModel):
@@ -98,6 +98,9 @@ class BuildCreated(Frozen):
     issue: str | None = None  # "owner/name#42" for a build started from a forge issue
     requested_by: str | None = None  # the forge login that started it (asked to review)
     config: dict[str, Any] = Field(default_factory=dict)
+    # A build may end with no change against its base (`run --allow-empty`); otherwise
+    # such a build parks with a question.
+    allow_empty: bool = False
 
     def summary(self) -> str:
         return f"{self.goal} (base {self.base_ref} {self.base_sha[:10]})"
@@ -155,6 +158,19 @@ class BuildRetryRequested(_Control):
     """A person asks a failed build (or a phase out of attempts) to try again."""
 
     type: Literal["build.retry-requested"] = "build.retry-requested"
+
+
+class BuildReconcileRequested(Frozen):
+    """A person asks a complete build whose proposal is open to merge its moved base.
+
+    ``base_sha`` is the base's tip the request was made at (the kernel reads no refs).
+    """
+
+    type: Literal["build.reconcile-requested"] = "build.reconcile-requested"
+    base_sha: str
+
+    def summary(self) -> str:
+        return f"merge the base at {self.base_sha[:10]}"
 
 
 class RunnerAttached(Frozen):
@@ -547,7 +563,8 @@ Payload = Annotated[
     | BaseMoved
     | ReconcileStarted
     | ReconcileCompleted
-    | BuildRetryRequested,
+    | BuildRetryRequested
+    | BuildReconcileRequested,
     Field(discriminator="type"),
 ]
 
@@ -640,7 +657,13 @@ def decode(message: str, where: str) -> Event:
 # (envelope and payload alike). Every change that adds or changes an event's fields bumps
 # SCHEMA_VERSION and adds its step here, so that an older release reading a newer log says
 # "upgrade agentrun" rather than "malformed" (tests/upgrade keeps this honest).
-UPCASTERS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
+    """v2 added ``build.created.allow_empty`` and ``build.reconcile-requested``: a v1
+    document reads unchanged (``allow_empty`` defaults to what v1 did, never asking)."""
+    return doc
+
+
+UPCASTERS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
 
 
 def upgrade(doc: dict[str, Any], version: int, where: str) -> dict[str, Any]:

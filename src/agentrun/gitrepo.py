@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -57,6 +59,9 @@ def worktrees_dir(repo: pygit2.Repository) -> Path:
     Agents treat anything under a ``.git`` folder as off limits (Claude Code refuses to
     edit there), so worktrees go to the user's cache folder, one folder per repository:
     ``$AGENTRUN_WORKTREES`` or ``$XDG_CACHE_HOME/agentrun/worktrees`` (``~/.cache/…``).
+    The folder is keyed by the repository's path and by an id kept in its ``.git``, so
+    a repository deleted and made again at the same path never meets the worktrees the
+    old one left in the cache (they point at git metadata that is gone).
     """
     common = common_dir(repo).resolve()
     root = os.environ.get("AGENTRUN_WORKTREES")
@@ -64,8 +69,31 @@ def worktrees_dir(repo: pygit2.Repository) -> Path:
         cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
         root = str(Path(cache) / "agentrun" / "worktrees")
     name = common.parent.name if common.name == ".git" else common.name
-    key = hashlib.sha1(str(common).encode()).hexdigest()[:10]
+    key = hashlib.sha1(f"{common}\0{_repository_id(common)}".encode()).hexdigest()[:10]
     return Path(root) / f"{name}-{key}"
+
+
+def _repository_id(common: Path) -> str:
+    """A random id made once per repository (``.git/agentrun/id``); empty when the
+    ``.git`` folder cannot be written (an agent's sandbox), which keys by path alone."""
+    path = common / "agentrun" / "id"
+    with contextlib.suppress(OSError):
+        return path.read_text().strip()
+    made = uuid.uuid4().hex
+    spare = path.with_name(f"id.{made}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        spare.write_text(made + "\n")
+        # A hard link appears whole or not at all: no reader sees a half-written id.
+        os.link(spare, path)
+    except FileExistsError:
+        return path.read_text().strip()  # another process made it a moment ago
+    except OSError:
+        return ""
+    finally:
+        with contextlib.suppress(OSError):
+            spare.unlink()
+    return made
 
 
 def signature(now: datetime | None = None) -> pygit2.Signature:

@@ -10,6 +10,7 @@ from github_flow import (
     Site,
     commented,
     comments,
+    git,
     labeled,
     must,
     permissions,
@@ -226,3 +227,39 @@ def test_a_bot_known_from_the_payload_is_refused_and_a_listed_bot_accepted(
     (said,) = replies(site)
     assert said.startswith("@mybot this command was not run: mybot is a bot")
     assert reactions(site) == [f"{API_REPO}/issues/comments/960/reactions"]
+
+
+def test_agentrun_reconcile_merges_the_moved_base_and_marks_ready_again(
+    tmp_path: Path, github_api: GitHubAPI
+) -> None:
+    github_api.clear()
+    site = Site(tmp_path, github_api)
+    site.configure(
+        [{"phase": "implement", "write": {"greeting.txt": "hello\n"}}],
+        extra='\n[[verify]]\nname = "greeting"\ncommand = "test -f greeting.txt"\n',
+    )
+    job = site.job("issues", labeled(7, "Fix the greeting", "Say hello.", "maintainer"))
+    must(job.run())
+    assert job.outputs()["state"] == "complete"
+    # Someone merges other work into main on the origin meanwhile.
+    (site.seed / "NOTES.md").write_text("notes\n")
+    git(site.seed, "add", "NOTES.md")
+    git(site.seed, "commit", "-q", "-m", "notes on main")
+    git(site.seed, "push", "-q", "origin", "HEAD:main")
+    main = git(site.seed, "rev-parse", "HEAD")
+    site.api.clear()
+    permissions(site.api, {"maintainer": "write"})
+    comments(site.api, PR, [(950, "maintainer", "/agentrun reconcile")])
+
+    job = site.job("issue_comment", commented(PR, 950, "…", "maintainer", on_pull=True))
+    must(job.run())
+
+    kinds = remote_types(site, SLUG)
+    after = kinds[kinds.index("build.reconcile-requested") :]
+    assert after.index("reconcile.completed") < after.index("verify.completed")
+    assert after.index("verify.completed") < after.index("proposal.ready")
+    requested = [e.payload for e in remote_events(site, SLUG) if e.type.startswith("build.rec")]
+    assert requested[0].base_sha == main
+    assert site.api.drafted and site.api.readied  # back to draft, then ready again
+    assert job.outputs()["state"] == "complete"
+    site.api.assert_accepted()

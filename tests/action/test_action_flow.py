@@ -95,7 +95,7 @@ def test_label_question_answer_draft_checks_ready_then_review(site: Site) -> Non
 
 
 def test_two_jobs_at_once_for_one_issue_run_one_build(site: Site) -> None:
-    site.configure([{"phase": "implement", "sleep": 4.0}])
+    site.configure([{"phase": "implement", "sleep": 4.0, "write": {"greeting.txt": "hi\n"}}])
     payload = labeled(7, "Fix the greeting", "Say hello.", "maintainer")
     jobs = [site.job("issues", payload), site.job("issues", payload)]
 

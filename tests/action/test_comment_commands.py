@@ -10,7 +10,7 @@ def test_a_comment_without_commands_has_none() -> None:
 
 
 def test_each_control_verb() -> None:
-    for verb in ("pause", "resume", "abort", "retry", "status"):
+    for verb in ("pause", "resume", "abort", "retry", "reconcile", "status"):
         assert parse(f"/agentrun {verb}") == [Command(verb)]  # type: ignore[arg-type]
 
 

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pygit2
+from conftest import make_repo
 from runner.helpers import configure, git, run_cli
 
 from agentrun.commands.build import create_build, run_build
 from agentrun.commands.pulls import close_pull, merge_pull
+from agentrun.events import BuildFailed
 from agentrun.gitrepo import worktrees_dir
 from agentrun.store.lease import lease_ref
+from agentrun.store.log import Draft, EventLog
 
 GOAL = "Add the app module"
 
@@ -87,3 +91,63 @@ def test_gc_leaves_live_builds_alone_and_a_dry_run_changes_nothing(
     assert (worktrees_dir(repo) / live).exists()
     assert f"refs/heads/agentrun/{live}" in refs(repo_path, "refs/heads/")
     assert lease_ref(live) not in refs(repo_path, "refs/agentrun/")
+
+
+def parked(repo_path: Path, repo: pygit2.Repository, goal: str) -> str:
+    """A build that ran implement (so it has a worktree) and parked: it changed nothing."""
+    if not (repo_path / ".agentrun.toml").exists():
+        configure(repo_path, [{"phase": "implement"}])
+    slug = create_build(repo, goal).slug
+    assert run_build(repo, slug).state.state_name == "parked"
+    assert (worktrees_dir(repo) / slug).exists()
+    return slug
+
+
+def test_gc_tidies_aborted_and_failed_builds_keeping_unmerged_branches(
+    repo_path: Path, repo: pygit2.Repository
+) -> None:
+    aborted = parked(repo_path, repo, "Aborted build")
+    failed = parked(repo_path, repo, "Failed build")
+    running = parked(repo_path, repo, "Parked build")
+    assert run_cli(repo_path, "abort", aborted).returncode == 0
+    log = EventLog(repo)
+    log.append(failed, [Draft(BuildFailed(reason="the disk broke"))], log.tip(failed))
+    # The failed build's branch is on another branch too: merged, so it may go.
+    git(repo_path, "branch", "keep-failed", f"agentrun/{failed}")
+
+    done = run_cli(repo_path, "gc")
+
+    assert done.returncode == 0, done.stderr
+    for slug in (aborted, failed):
+        assert f"removed worktree {worktrees_dir(repo) / slug}" in done.stdout
+        assert not (worktrees_dir(repo) / slug).exists()
+    assert f"removed branch agentrun/{failed}" in done.stdout
+    assert f"kept branch agentrun/{aborted}: its commits are on no other branch" in done.stdout
+    assert refs(repo_path, "refs/heads/agentrun/") == [
+        f"refs/heads/agentrun/{aborted}",
+        f"refs/heads/agentrun/{running}",
+    ]
+    assert (worktrees_dir(repo) / running).exists()  # a parked build is not finished
+    # Both logs stay: `retry` may re-open the failed one, and its runner makes a new worktree.
+    assert set(EventLog(repo).slugs()) == {aborted, failed, running}
+
+
+def test_a_repository_made_again_at_the_same_path_gets_fresh_worktrees(tmp_path: Path) -> None:
+    path = tmp_path / "project"
+    first = pygit2.Repository(str(make_repo(path)))
+    configure(path, [{"phase": "implement", "write": {"app.txt": "x\n"}}])
+    slug = create_build(first, GOAL).slug
+    assert run_build(first, slug).state.state_name == "complete"
+    stale = worktrees_dir(first) / slug
+    assert stale.exists()
+
+    shutil.rmtree(path)
+    again = pygit2.Repository(str(make_repo(path)))
+    configure(path, [{"phase": "implement", "write": {"app.txt": "y\n"}}])
+    assert create_build(again, GOAL).slug == slug
+
+    outcome = run_build(again, slug)
+
+    assert outcome.state.state_name == "complete", outcome.state.reason
+    assert worktrees_dir(again) != stale.parent
+    assert (worktrees_dir(again) / slug / "app.txt").read_text() == "y\n"

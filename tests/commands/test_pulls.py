@@ -11,7 +11,14 @@ import pytest
 from conftest import git
 
 from agentrun.commands.control import request_resume
-from agentrun.commands.pulls import checkout_pull, close_pull, list_pulls, merge_pull, show_pull
+from agentrun.commands.pulls import (
+    checkout_pull,
+    close_pull,
+    diff_pull,
+    list_pulls,
+    merge_pull,
+    show_pull,
+)
 from agentrun.errors import ForgeError, UnknownBuildError
 from agentrun.events import BuildCreated, HumanActor, ProposalClosed
 from agentrun.forge.local import LocalForge
@@ -87,13 +94,47 @@ def test_show_of_an_unknown_number(repo: pygit2.Repository) -> None:
         show_pull(repo, 5)
 
 
-def test_checkout_switches_the_working_tree_to_the_head(
+def test_checkout_puts_a_pulls_branch_at_the_head(repo: pygit2.Repository, repo_path: Path) -> None:
+    number = open_pull(repo, build=None)
+    head = git(repo_path, "rev-parse", BRANCH)
+    assert checkout_pull(repo, number) == f"pulls/{number}"
+    assert git(repo_path, "symbolic-ref", "HEAD") == f"refs/heads/pulls/{number}"
+    assert git(repo_path, "rev-parse", "HEAD") == head
+    assert (repo_path / "login.py").read_text() == "fixed = True\n"
+
+
+def test_checkout_works_while_the_build_worktree_holds_the_branch(
+    repo: pygit2.Repository, repo_path: Path, tmp_path: Path
+) -> None:
+    number = open_pull(repo, build=None)
+    git(repo_path, "worktree", "add", "-q", str(tmp_path / "build-tree"), BRANCH)
+    assert checkout_pull(repo, number) == f"pulls/{number}"
+    assert git(repo_path, "rev-parse", "HEAD") == git(repo_path, "rev-parse", BRANCH)
+
+
+def test_checkout_again_moves_on_to_the_new_head(repo: pygit2.Repository, repo_path: Path) -> None:
+    number = open_pull(repo, build=None)
+    checkout_pull(repo, number)
+    git(repo_path, "checkout", "-q", "main")
+    newer = commit_on(repo, BRANCH, {"login.py": "fixed = 2\n"})
+    checkout_pull(repo, number)
+    assert git(repo_path, "rev-parse", f"pulls/{number}") == newer
+    assert (repo_path / "login.py").read_text() == "fixed = 2\n"
+
+
+def test_checkout_refuses_to_drop_commits_made_on_the_pulls_branch(
     repo: pygit2.Repository, repo_path: Path
 ) -> None:
     number = open_pull(repo, build=None)
-    assert checkout_pull(repo, number) == BRANCH
-    assert git(repo_path, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"
-    assert (repo_path / "login.py").read_text() == "fixed = True\n"
+    checkout_pull(repo, number)
+    (repo_path / "mine.txt").write_text("my own work\n")
+    git(repo_path, "add", "mine.txt")
+    git(repo_path, "commit", "-q", "-m", "my own work")
+    mine = git(repo_path, "rev-parse", "HEAD")
+    commit_on(repo, BRANCH, {"login.py": "fixed = 2\n"})
+    with pytest.raises(ForgeError, match=f"pulls/{number} has commits that proposal #{number}"):
+        checkout_pull(repo, number)
+    assert git(repo_path, "rev-parse", f"pulls/{number}") == mine
 
 
 def test_checkout_refuses_uncommitted_changes(repo: pygit2.Repository, repo_path: Path) -> None:
@@ -105,21 +146,78 @@ def test_checkout_refuses_uncommitted_changes(repo: pygit2.Repository, repo_path
     assert (repo_path / "README.md").read_text() == "editing\n"
 
 
-def test_checkout_refused_by_git_names_the_reason(
-    repo: pygit2.Repository, repo_path: Path, tmp_path: Path
-) -> None:
+def test_checkout_refused_by_git_names_the_reason(repo: pygit2.Repository, repo_path: Path) -> None:
     number = open_pull(repo, build=None)
-    git(repo_path, "worktree", "add", "-q", str(tmp_path / "build-tree"), BRANCH)
-    with pytest.raises(ForgeError, match=r"git checkout failed .*build-tree"):
+    (repo_path / "login.py").write_text("untracked, in the way\n")
+    with pytest.raises(ForgeError, match=r"git checkout failed .*would be overwritten"):
         checkout_pull(repo, number)
     assert git(repo_path, "symbolic-ref", "HEAD") == "refs/heads/main"
+    assert (repo_path / "login.py").read_text() == "untracked, in the way\n"
 
 
-def test_checkout_of_a_deleted_branch(repo: pygit2.Repository, repo_path: Path) -> None:
+def test_checkout_of_a_deleted_branch_uses_the_recorded_head(
+    repo: pygit2.Repository, repo_path: Path
+) -> None:
     number = open_pull(repo, build=None)
+    head = git(repo_path, "rev-parse", BRANCH)
     git(repo_path, "branch", "-D", BRANCH)
-    with pytest.raises(ForgeError, match="no longer exists"):
-        checkout_pull(repo, number)
+    checkout_pull(repo, number)
+    assert git(repo_path, "rev-parse", "HEAD") == head
+
+
+def test_show_diff_and_stat_against_the_base(repo: pygit2.Repository, repo_path: Path) -> None:
+    number = open_pull(repo, build=None)
+    # The base moving on does not show up in the proposal's change (base...head).
+    (repo_path / "README.md").write_text("hello again\n")
+    git(repo_path, "commit", "-q", "-am", "base moves")
+    diff = diff_pull(repo, number)
+    assert "+++ b/login.py\n" in diff and "+fixed = True\n" in diff
+    assert "README.md" not in diff
+    stat = diff_pull(repo, number, stat=True)
+    assert stat.splitlines()[0].split() == ["login.py", "|", "1", "+"]
+    assert stat.splitlines()[-1].strip() == "1 file changed, 1 insertion(+)"
+
+
+def test_merge_squashes_into_one_commit_named_for_the_proposal(
+    repo: pygit2.Repository, repo_path: Path
+) -> None:
+    start_build(repo)
+    commit_on(repo, BRANCH, {"one.txt": "1\n"})
+    number = open_pull(repo)  # a second commit on the branch
+    base = git(repo_path, "rev-parse", "main")
+    head = git(repo_path, "rev-parse", BRANCH)
+
+    sha = merge_pull(repo, number)
+
+    assert git(repo_path, "rev-parse", "main") == sha
+    assert git(repo_path, "rev-parse", f"{sha}^@").split() == [base]  # one parent: the base
+    assert git(repo_path, "rev-parse", f"{sha}^{{tree}}") == git(
+        repo_path, "rev-parse", f"{head}^{{tree}}"
+    )
+    assert git(repo_path, "log", "-1", "--format=%B", sha) == (
+        f"Fix login\n\nfix login\n\nAgentrun-Build: {SLUG}"
+    )
+    assert (repo_path / "login.py").read_text() == "fixed = True\n"  # the checkout moved
+    assert_finished(repo, number, merged=True)
+    # What was merged stays visible.
+    assert "+fixed = True" in diff_pull(repo, number)
+
+
+def test_a_squash_over_a_moved_base_holds_both_changes(
+    repo: pygit2.Repository, repo_path: Path
+) -> None:
+    start_build(repo)
+    number = open_pull(repo)
+    (repo_path / "other.txt").write_text("base work\n")
+    git(repo_path, "add", "other.txt")
+    git(repo_path, "commit", "-q", "-m", "base moves")
+    base = git(repo_path, "rev-parse", "main")
+
+    sha = merge_pull(repo, number)
+
+    assert git(repo_path, "rev-parse", f"{sha}^@").split() == [base]
+    assert git(repo_path, "show", f"{sha}:login.py") == "fixed = True"
+    assert git(repo_path, "show", f"{sha}:other.txt") == "base work"
 
 
 def test_merge_pull_records_the_merge_and_archives_the_build(
@@ -128,7 +226,7 @@ def test_merge_pull_records_the_merge_and_archives_the_build(
     start_build(repo)
     number = open_pull(repo)
     head = str(repo.references[f"refs/heads/{BRANCH}"].target)
-    assert merge_pull(repo, number) == head
+    assert merge_pull(repo, number, squash=False) == head
     assert git(repo_path, "rev-parse", "main") == head
     assert LocalForge(repo).get(number).state == "merged"
     assert_finished(repo, number, merged=True)
@@ -239,3 +337,17 @@ def test_an_archived_build_says_so_when_steered(repo: pygit2.Repository) -> None
     merge_pull(repo, open_pull(repo))
     with pytest.raises(UnknownBuildError, match=f"build {SLUG} is archived"):
         request_resume(repo, SLUG)
+
+
+def test_a_squash_message_carries_no_secret(repo: pygit2.Repository, repo_path: Path) -> None:
+    from hook.hookrepo import GITHUB
+
+    start_build(repo)
+    commit_on(repo, BRANCH, {"login.py": "fixed = True\n"})
+    forge = LocalForge(repo)
+    number = forge.open_draft(f"Fix login with {GITHUB}", "body", BRANCH, "main", SLUG).number
+    forge.mark_ready(number)
+    sha = merge_pull(repo, number)
+    message = git(repo_path, "log", "-1", "--format=%B", sha)
+    assert GITHUB not in message
+    assert message.startswith("Fix login with [redacted]\n")

@@ -184,6 +184,16 @@ def test_mark_ready_takes_the_proposal_out_of_draft(case: ForgeCase) -> None:
     assert case.forge.get(info.number).draft is False
 
 
+def test_mark_draft_puts_a_ready_proposal_back_into_draft(case: ForgeCase) -> None:
+    case.publish("agentrun/a")
+    info = case.forge.open_draft("A", "", "agentrun/a", "main", None)
+    case.forge.mark_ready(info.number)
+    case.forge.mark_draft(info.number)
+    assert case.forge.get(info.number).draft is True
+    case.forge.mark_draft(info.number)  # idempotent
+    assert case.forge.get(info.number).draft is True
+
+
 @pytest.mark.parametrize(
     "call",
     [
@@ -192,8 +202,16 @@ def test_mark_ready_takes_the_proposal_out_of_draft(case: ForgeCase) -> None:
         lambda f: f.comment(4242, "x"),
         lambda f: f.comments_since(4242, 0),
         lambda f: f.mark_ready(4242),
+        lambda f: f.mark_draft(4242),
     ],
-    ids=["update_body", "upsert_status_comment", "comment", "comments_since", "mark_ready"],
+    ids=[
+        "update_body",
+        "upsert_status_comment",
+        "comment",
+        "comments_since",
+        "mark_ready",
+        "mark_draft",
+    ],
 )
 def test_unknown_numbers_are_forge_errors(case: ForgeCase, call: Callable[[Forge], object]) -> None:
     with pytest.raises(ForgeError):

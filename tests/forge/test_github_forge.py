@@ -185,6 +185,15 @@ def test_mark_ready_is_the_graphql_mutation(forge: GitHubForge, api: GitHubAPI) 
     api.assert_accepted()  # GitHub's GraphQL schema accepted the mutation
 
 
+def test_mark_draft_is_the_graphql_mutation(forge: GitHubForge, api: GitHubAPI) -> None:
+    forge.mark_draft(1347)
+    [query] = api.graphql()
+    assert "convertPullRequestToDraft" in query.body["query"]
+    assert query.body["variables"] == {"id": "MDExOlB1bGxSZXF1ZXN0MQ=="}
+    assert api.drafted == ["MDExOlB1bGxSZXF1ZXN0MQ=="]
+    api.assert_accepted()  # GitHub's GraphQL schema accepted the mutation
+
+
 def test_mark_ready_reuses_the_node_id_it_saw(forge: GitHubForge, api: GitHubAPI) -> None:
     forge.open_draft("t", "b", "agentrun/x", "main", None)
     forge.mark_ready(1347)

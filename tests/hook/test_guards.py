@@ -130,7 +130,39 @@ def test_bad_guard_config_is_one_clear_line(text: str, message: str) -> None:
     ],
 )
 def test_protected_paths_use_the_verify_glob_rules(path: str, pattern: str | None) -> None:
-    assert protected_by(PROTECTED, path) == pattern
+    assert protected_by([PROTECTED], path) == pattern
+
+
+@pytest.mark.parametrize(
+    ("patterns", "path", "pattern"),
+    [
+        (("tests",), "tests/unit/test_x.py", "tests"),
+        (("tests",), "src/tests/conftest.py", "tests"),
+        (("tests", "!tests/scratch/"), "tests/scratch/notes.txt", None),
+        (("tests", "!tests/scratch/"), "tests/unit/test_x.py", "tests"),
+        (("[Mm]akefile",), "makefile", "[Mm]akefile"),
+        (("[Mm]akefile",), "[Mm]akefile", None),
+    ],
+)
+def test_protected_paths_read_as_gitignore_does(
+    patterns: tuple[str, ...], path: str, pattern: str | None
+) -> None:
+    assert protected_by([patterns], path) == pattern
+
+
+def test_protect_tests_guards_a_commit_deep_under_tests(repo_path: Path) -> None:
+    config = parse_config('[protect]\npaths = ["tests"]\n', ".agentrun.toml")
+    commit(repo_path, {"tests/unit/test_login.py": "def test_x():\n    assert True\n"})
+    assert findings(repo_path, Rules.of(config, {})) == [
+        Finding("tests/unit/test_login.py", None, "tests")
+    ]
+
+
+def test_one_configs_negation_cannot_free_what_another_protects() -> None:
+    base = parse_config('[protect]\npaths = ["tests"]\n', "base")
+    build = parse_config('[protect]\npaths = ["!tests/**"]\n', "build")
+    rules = Rules.of(build, {}) | Rules.of(base, {})
+    assert protected_by(rules.protected, "tests/test_x.py") == "tests"
 
 
 # --- commits -----------------------------------------------------------------------
@@ -146,7 +178,7 @@ def test_a_commit_is_judged_by_what_it_adds(repo_path: Path) -> None:
             "new.py": f"# new\n\nNEW = {GITHUB!r}\n",
         },
     )
-    rules = Rules(PROTECTED)
+    rules = Rules((PROTECTED,))
 
     assert findings(repo_path, rules) == [
         Finding("Makefile", None, "/Makefile"),
@@ -164,7 +196,7 @@ def test_a_root_commit_adds_everything(tmp_path: Path) -> None:
     git(path, "init", "-q", "-b", "main")
     commit(path, {"tests/acceptance/a.py": "x\n", "k.txt": f"{GITHUB}\n"})
 
-    assert findings(path, Rules(PROTECTED)) == [
+    assert findings(path, Rules((PROTECTED,))) == [
         Finding("k.txt", 1, "a GitHub token"),
         Finding("tests/acceptance/a.py", None, "tests/acceptance/**"),
     ]
@@ -178,14 +210,16 @@ def test_a_merge_answers_only_for_its_own_changes(repo_path: Path) -> None:
     git(repo_path, "checkout", "-q", "main")
     commit(repo_path, {"mine.txt": "mine\n"})
     git(repo_path, "merge", "-q", "--no-edit", "side")
-    assert findings(repo_path, Rules(PROTECTED)) == []
+    assert findings(repo_path, Rules((PROTECTED,))) == []
 
     git(repo_path, "reset", "-q", "--hard", "HEAD~1")
     git(repo_path, "merge", "-q", "--no-commit", "side")
     (repo_path / "resolution.txt").write_text(f"fixed up\n{GITHUB}\n")
     git(repo_path, "add", "-A")
     git(repo_path, "commit", "-q", "--no-edit")
-    assert findings(repo_path, Rules(PROTECTED)) == [Finding("resolution.txt", 2, "a GitHub token")]
+    assert findings(repo_path, Rules((PROTECTED,))) == [
+        Finding("resolution.txt", 2, "a GitHub token")
+    ]
 
 
 def test_binary_files_are_not_read_line_by_line(repo_path: Path) -> None:
@@ -205,7 +239,7 @@ def test_the_working_tree_is_judged_without_writing_objects(repo_path: Path) -> 
     (repo_path / "scratch" / "tmp.txt").write_text(f"{GITHUB}\n")
     (repo_path / "README.md").unlink()
     repo = pygit2.Repository(str(repo_path))
-    rules = Rules(("README.md",), (("DEPLOY_TOKEN", SECRET_VALUE),))
+    rules = Rules((("README.md",),), (("DEPLOY_TOKEN", SECRET_VALUE),))
 
     found = check_workdir(repo, repo.head.peel(pygit2.Tree), rules, skip=("scratch/",))
 

@@ -24,6 +24,11 @@ WAIT_SECONDS = 30.0
 CONFIG = ".agentrun.toml"
 SCRIPT = "agent-script.toml"
 
+# The last step of every script `configure` writes: the scripted agent takes the first
+# step that matches, so this is what an implement session does when no other step says.
+FALLBACK_CHANGE = "build-change.txt"
+FALLBACK_IMPLEMENT = {"phase": "implement", "write": {FALLBACK_CHANGE: "changed by the build\n"}}
+
 # One scripted agent for every role: plan, approve, done, pass (the script's defaults).
 SCRIPTED = f"""\
 [roles]
@@ -84,8 +89,13 @@ def configure(
     base: str = SCRIPTED,
     commit: bool = True,
 ) -> None:
-    """Write ``.agentrun.toml`` (the scripted runtime plus ``extra``) and the agent script."""
-    (repo_path / SCRIPT).write_text(script_toml(steps or []))
+    """Write ``.agentrun.toml`` (the scripted runtime plus ``extra``) and the agent script.
+
+    An implement session no step of ``steps`` matches writes ``FALLBACK_CHANGE``: a build
+    that changes nothing parks with a question, and most tests are about something else.
+    A test of an empty implement says so with a step of its own (``{"phase": "implement"}``).
+    """
+    (repo_path / SCRIPT).write_text(script_toml([*(steps or []), FALLBACK_IMPLEMENT]))
     (repo_path / CONFIG).write_text(base + "\n" + extra)
     if commit:
         git(repo_path, "add", CONFIG, SCRIPT)

@@ -180,7 +180,7 @@ def test_a_killed_runner_is_swept_and_finished_from_another_clone(
 ) -> None:
     marker, pid_file = tmp_path / "hung-once", tmp_path / "hung.pid"
     hang = f"test -e {marker} || {{ touch {marker}; echo $$ > {pid_file}; exec sleep 120; }}"
-    m = machines_with(tmp_path, [{"phase": "implement", "run": hang}])
+    m = machines_with(tmp_path, [{"phase": "implement", "run": hang, "write": {"f.txt": "x\n"}}])
     env = {"AGENTRUN_LEASE_TTL": "4"}
     slug = create(m.a)
     try:

@@ -194,6 +194,45 @@ def test_read_list_and_search(work: Path, tmp_path: Path) -> None:
     assert b.call("search", {"pattern": "("}).text == "no match for '('"  # plain text
 
 
+def test_list_and_search_skip_what_git_ignores(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    pygit2.init_repository(str(root))
+    (root / ".gitignore").write_text("node_modules/\n.venv/\n*.log\n")
+    (root / ".git" / "info").mkdir(exist_ok=True)
+    (root / ".git" / "info" / "exclude").write_text("/scratch.txt\n")
+    for name in ("node_modules/left-pad/index.js", ".venv/lib/site.py", "src/app.py"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("needle = 1\n")
+    (root / "src" / "debug.log").write_text("needle\n")
+    (root / "scratch.txt").write_text("needle\n")
+    (root / "src" / "new.py").write_text("needle = 2\n")  # untracked, not ignored
+    b = box(root)
+
+    assert b.call("list_files", {}).text.splitlines() == [".gitignore", "src/app.py", "src/new.py"]
+    assert b.call("search", {"pattern": "needle"}).text.splitlines() == [
+        "src/app.py:1: needle = 1",
+        "src/new.py:1: needle = 2",
+    ]
+    # A folder asked for by name is walked, ignored or not.
+    listed = b.call("list_files", {"path": "node_modules"}).text
+    assert listed == "node_modules/left-pad/index.js"
+    found = b.call("search", {"pattern": "needle", "path": ".venv"}).text
+    assert found == ".venv/lib/site.py:1: needle = 1"
+
+
+def test_the_file_cap_is_spent_on_files_git_keeps(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    (root / "node_modules").mkdir(parents=True)
+    pygit2.init_repository(str(root))
+    (root / ".gitignore").write_text("node_modules/\n")
+    for n in range(tools.MAX_SEARCH_FILES + 5):
+        (root / "node_modules" / f"m{n:05}.js").write_text("x\n")
+    (root / "zz.py").write_text("needle\n")  # sorts after node_modules/
+
+    assert box(root).call("search", {"pattern": "needle"}).text == "zz.py:1: needle"
+
+
 def test_a_search_that_backtracks_for_ever_is_stopped_within_the_session(work: Path) -> None:
     (work / "many.txt").write_text("a" * 1999 + "\n")
     short = replace(spec(work), budget_seconds=1)

@@ -20,6 +20,7 @@ from agentrun.errors import (
     UnknownBuildError,
 )
 from agentrun.events import (
+    SCHEMA_VERSION,
     AgentActor,
     BuildCreated,
     BuildPauseRequested,
@@ -104,7 +105,7 @@ def test_append_and_read_back(repo: pygit2.Repository, repo_path: Path) -> None:
     doc = json.loads(body)
     assert doc["type"] == "code-review.verdict"
     assert doc["seq"] == 3
-    assert doc["v"] == 1
+    assert doc["v"] == SCHEMA_VERSION
     assert doc["payload"]["findings"] == ["divides by zero"]
     # A linear chain: every event commit has at most one parent.
     parents = git(repo_path, "rev-list", "--parents", REF).splitlines()

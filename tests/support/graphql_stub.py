@@ -3,8 +3,9 @@
 ``@octokit/graphql-schema`` ships GitHub's public schema (``schema.json``, introspection
 format). Every query is parsed, validated and executed against it with graphql-core, so
 a misspelt field, a wrong argument type or a missing variable is an error exactly as
-GitHub would report it. Only ``markPullRequestReadyForReview`` has a resolver (REST has
-no way to take a pull request out of draft); any other root field resolves to null.
+GitHub would report it. Only ``markPullRequestReadyForReview`` and
+``convertPullRequestToDraft`` have resolvers (REST has no way to change a pull request's
+draft state); any other root field resolves to null.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class GraphQLStub:
     """Answers GraphQL requests; remembers the pull requests it marked ready (by node id)."""
 
     readied: list[str] = field(default_factory=list)
+    drafted: list[str] = field(default_factory=list)
 
     def answer(self, request: Any) -> tuple[dict[str, Any], list[str]]:
         """The JSON answer to one request body, and the errors found (empty when valid)."""
@@ -67,7 +69,10 @@ class GraphQLStub:
         result = graphql_sync(
             schema,
             request["query"],
-            root_value={"markPullRequestReadyForReview": self._mark_ready},
+            root_value={
+                "markPullRequestReadyForReview": self._mark_ready,
+                "convertPullRequestToDraft": self._mark_draft,
+            },
             variable_values=variables,
             operation_name=request.get("operationName"),
         )
@@ -82,4 +87,12 @@ class GraphQLStub:
         return {
             "clientMutationId": input.get("clientMutationId"),
             "pullRequest": {"id": node, "isDraft": False, "state": "OPEN"},
+        }
+
+    def _mark_draft(self, info: Any, input: dict[str, Any]) -> dict[str, Any]:
+        node = input["pullRequestId"]
+        self.drafted.append(node)
+        return {
+            "clientMutationId": input.get("clientMutationId"),
+            "pullRequest": {"id": node, "isDraft": True, "state": "OPEN"},
         }

@@ -39,6 +39,7 @@ How to use it (the fixture lives in ``tests/conftest.py``, so any test can ask f
 - ``two_pages(path)``: first-page GETs on ``path`` get a ``Link: rel="next"`` to a
   second page (the description's own ``Link`` example is dropped), until ``clear()``.
 - ``readied``: the pull request node ids the GraphQL stub marked ready for review.
+- ``drafted``: the pull request node ids the GraphQL stub put back into draft.
 - ``respond(method, path, answer)``: once Prism has accepted a matching request
   (``path`` a regular expression matched in full), send ``answer(example)`` instead of
   its example (``answer`` may also be a plain value). For flows that need answers the
@@ -151,6 +152,10 @@ class GitHubAPI:
     def readied(self) -> list[str]:
         return list(self.stub.readied)
 
+    @property
+    def drafted(self) -> list[str]:
+        return list(self.stub.drafted)
+
     def record(self, item: Recorded) -> None:
         with self._lock:
             self._requests.append(item)
@@ -162,6 +167,7 @@ class GitHubAPI:
             self._paged.clear()
             self._answers.clear()
         self.stub.readied.clear()
+        self.stub.drafted.clear()
 
     def answer_with(self, method: str, path: str, code: int) -> None:
         """Make Prism answer ``code`` to ``method`` on ``path`` (a regular expression).

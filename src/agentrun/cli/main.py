@@ -92,6 +92,13 @@ def _repo() -> Any:
     return open_repo(Path.cwd())
 
 
+def _build_slug(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A SLUG argument: an exact slug, or a prefix only one build's slug has."""
+    from agentrun.commands.slugs import resolve_slug
+
+    return resolve_slug(_repo(), value)
+
+
 def _echo_json(data: object) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
@@ -182,6 +189,11 @@ def _runner_options(command: F) -> F:
     show_envvar=True,
     help="Park the build before it spends more than USD.",
 )
+@click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="Let the build end with no change against its base (else it asks first).",
+)
 @_runner_options
 @_agents_run
 def run(
@@ -189,6 +201,7 @@ def run(
     base: str | None,
     roles: tuple[str, ...],
     max_cost: float | None,
+    allow_empty: bool,
     remote: str | None,
     time_limit: float | None,
 ) -> None:
@@ -204,7 +217,9 @@ def run(
     overrides = parse_roles(roles)
     check_role_overrides(overrides, config)
     with outliving_readers() as streams:
-        created = create_build(repo, goal, base, overrides, config, max_cost)
+        created = create_build(
+            repo, goal, base, overrides, config, max_cost, allow_empty=allow_empty
+        )
         streams.spill_to(log_path(repo, created.slug))
         if created.picked:
             click.echo(f"no runtime is configured: using {created.picked}")
@@ -245,7 +260,7 @@ def doctor() -> None:
 
 
 @cli.command()
-@click.argument("slug")
+@click.argument("slug", callback=_build_slug)
 @_runner_options
 @_agents_run
 def resume(slug: str, remote: str | None, time_limit: float | None) -> None:
@@ -281,6 +296,25 @@ def _held(repo: Any, slug: str, exc: Exception) -> NoReturn:
     if detail(repo, slug)[0].resume_requested:
         click.echo(f"resume requested: the runner of {slug} acts on it at its next safe step")
     raise click.exceptions.Exit(EXIT_NOT_NOW)
+
+
+@cli.command()
+@click.argument("slug", callback=_build_slug)
+@_runner_options
+def reconcile(slug: str, remote: str | None, time_limit: float | None) -> None:
+    """Merge SLUG's moved base into its open proposal, then verify and mark it ready again."""
+    from agentrun.cli.progress import progress
+    from agentrun.commands.build import deadline
+    from agentrun.commands.reconcile import reconcile_build
+
+    stop_at = deadline(time_limit)
+    repo = _repo()
+    with progress() as observer:
+        requested, outcome = reconcile_build(repo, slug, observer, remote, stop_at)
+    click.echo(f"build {slug}: reconcile requested, merging the base at {requested.base[:10]}")
+    if requested.note:
+        click.echo(f"note: {requested.note}")
+    _finish(outcome)
 
 
 @cli.command()
@@ -360,7 +394,7 @@ def status(as_json: bool, live_only: bool) -> None:
 
 
 @cli.command()
-@click.argument("slug")
+@click.argument("slug", callback=_build_slug)
 @click.option("--json", "as_json", is_flag=True, help="The event envelopes with their commits.")
 @click.option(
     "--follow",
@@ -403,7 +437,7 @@ def log(slug: str, as_json: bool, follow: bool) -> None:
 
 
 @cli.command()
-@click.argument("slug")
+@click.argument("slug", callback=_build_slug)
 @click.option("--transcript", "session", metavar="SESSION", help="Print a session's transcript.")
 @click.option("--artifact", "name", metavar="NAME", help="Print an artifact (plan, report, …).")
 def show(slug: str, session: str | None, name: str | None) -> None:
@@ -424,7 +458,7 @@ def show(slug: str, session: str | None, name: str | None) -> None:
 
 
 @cli.command()
-@click.argument("slug")
+@click.argument("slug", callback=_build_slug)
 @click.argument("text")
 @click.option(
     "--escalation", "escalation", metavar="ID", help="Which escalation (when several are open)."
@@ -438,7 +472,7 @@ def answer(slug: str, text: str, escalation: str | None) -> None:
 
 
 @cli.command()
-@click.argument("slug")
+@click.argument("slug", callback=_build_slug)
 def pause(slug: str) -> None:
     """Ask SLUG to pause at its next safe step."""
     from agentrun.commands.control import pause as request
@@ -447,7 +481,7 @@ def pause(slug: str) -> None:
 
 
 @cli.command()
-@click.argument("slug")
+@click.argument("slug", callback=_build_slug)
 def abort(slug: str) -> None:
     """Abort SLUG; a running session is cancelled."""
     from agentrun.commands.control import abort as request
@@ -456,7 +490,7 @@ def abort(slug: str) -> None:
 
 
 @cli.command()
-@click.argument("slug")
+@click.argument("slug", callback=_build_slug)
 @_agents_run
 def retry(slug: str) -> None:
     """Let SLUG try again: a failed build re-opens, spent attempts re-arm."""
@@ -489,12 +523,21 @@ def pulls(ctx: click.Context) -> None:
 
 @pulls.command("show")
 @click.argument("number", type=int)
-def pulls_show(number: int) -> None:
-    """A proposal: title, state, body, comments and commits."""
+@click.option("--diff", "as_diff", is_flag=True, help="The change against its base, as a diff.")
+@click.option("--stat", is_flag=True, help="The change against its base, file by file.")
+def pulls_show(number: int, as_diff: bool, stat: bool) -> None:
+    """A proposal: title, state, body, comments and commits (or its --diff, --stat)."""
     from agentrun.cli.render import proposal_lines
-    from agentrun.commands.pulls import show_pull
+    from agentrun.commands.pulls import diff_pull, show_pull
 
-    info, commits = show_pull(_repo(), number)
+    repo = _repo()
+    if as_diff or stat:
+        if stat:
+            click.echo(diff_pull(repo, number, stat=True), nl=False)
+        if as_diff:
+            click.echo(diff_pull(repo, number), nl=False)
+        return
+    info, commits = show_pull(repo, number)
     for line in proposal_lines(info, commits):
         click.echo(line)
 
@@ -502,7 +545,7 @@ def pulls_show(number: int) -> None:
 @pulls.command("checkout")
 @click.argument("number", type=int)
 def pulls_checkout(number: int) -> None:
-    """Check out a proposal's branch in your working tree."""
+    """Check out a branch pulls/NUMBER at the proposal's head in your working tree."""
     from agentrun.commands.pulls import checkout_pull
 
     click.echo(f"switched to {checkout_pull(_repo(), number)}")
@@ -511,11 +554,17 @@ def pulls_checkout(number: int) -> None:
 @pulls.command("merge")
 @click.argument("number", type=int)
 @click.option("--force", is_flag=True, help="Merge a draft whose build has not passed yet.")
-def pulls_merge(number: int, force: bool) -> None:
-    """Merge a proposal into its base branch, and archive its build."""
+@click.option(
+    "--no-squash",
+    "keep_commits",
+    is_flag=True,
+    help="Keep the build's commits (fast-forward or a merge commit) instead of one commit.",
+)
+def pulls_merge(number: int, force: bool, keep_commits: bool) -> None:
+    """Merge a proposal into its base branch as one commit, and archive its build."""
     from agentrun.commands.pulls import merge_pull
 
-    sha = merge_pull(_repo(), number, force)
+    sha = merge_pull(_repo(), number, force, squash=not keep_commits)
     click.echo(f"merged #{number}; base is now at {sha[:10]}")
 
 

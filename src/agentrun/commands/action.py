@@ -160,7 +160,7 @@ class Job:
         self.log, self.cache = EventLog(repo), StateCache(repo)
         self.result = result
         self.steering = Steering(
-            repo, self._open_forge, lambda: self.config.forge.allow_bots, self._say
+            repo, self._open_forge, lambda: self.config.forge.allow_bots, self._say, remote
         )
 
     # --- the events ---------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +38,8 @@ class Created:
 
 def slugify(goal: str) -> str:
     # A secret value in the goal must not become the slug, the branch and every trailer.
-    words = re.findall(r"[a-z0-9]+", secrets.scrub(goal).lower())[:SLUG_WORDS]
+    goal = unicodedata.normalize("NFKD", secrets.scrub(goal)).encode("ascii", "ignore").decode()
+    words = re.findall(r"[a-z0-9]+", goal.lower())[:SLUG_WORDS]
     slug = ""
     for word in words:
         candidate = f"{slug}-{word}" if slug else word
@@ -134,6 +136,7 @@ def create_build(
     roles: dict[str, str] | None = None,
     config: Config | None = None,
     max_cost: float | None = None,
+    allow_empty: bool = False,
 ) -> Created:
     goal = goal.strip()
     if not goal:
@@ -164,6 +167,7 @@ def create_build(
             branch=branch,
             source="cli",
             config=snapshot(config),
+            allow_empty=allow_empty,
         )
         try:
             log.append(slug, [Draft(created, HumanActor(login=user_login(repo)))], None)

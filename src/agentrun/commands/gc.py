@@ -1,10 +1,13 @@
-"""``git agentrun gc``: tidy up after archived builds (DESIGN §2 "Housekeeping", §9).
+"""``git agentrun gc``: tidy up after finished builds (DESIGN §2 "Housekeeping", §9).
 
 An archived build no longer needs its worktree, its build branch, the commits set
-aside under ``refs/agentrun/discarded/<slug>`` or a stale lease. A branch whose
-commits are on no other branch or remote-tracking ref (a proposal closed without
-merging, never pushed) is kept and named: deleting it would lose work. Then refs are
-packed and ``git maintenance run --auto`` runs, because libgit2 never packs by itself.
+aside under ``refs/agentrun/discarded/<slug>`` or a stale lease. An aborted or failed
+build (still live: ``retry`` may re-open it) gives up its worktree and a merged branch;
+a runner makes both again if it runs on. A branch is merged when its proposal was
+merged at that tip (squashed or not), or when its commits are on another branch or
+remote-tracking ref. Any other branch (a proposal closed without merging, never
+pushed) is kept and named: deleting it would lose work. Then refs are packed and
+``git maintenance run --auto`` runs, because libgit2 never packs by itself.
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ from pathlib import Path
 import pygit2
 
 from agentrun import gitcli
+from agentrun.errors import AgentrunError
 from agentrun.gitrepo import common_dir, now_utc, worktrees_dir
+from agentrun.kernel.state import BuildState
 from agentrun.runner.workspace import DISCARDED
 from agentrun.store.archive import archived
+from agentrun.store.cache import StateCache, load_state
 from agentrun.store.lease import lease_ref, read_lease
 from agentrun.store.log import EventLog
 
@@ -36,35 +42,18 @@ class GcResult:
 
 
 def gc(repo: pygit2.Repository, dry_run: bool = False) -> GcResult:
-    """Remove what archived builds left behind; with ``dry_run``, only say what."""
+    """Remove what finished builds left behind; with ``dry_run``, only say what."""
     result = GcResult()
-    verb = "would remove" if dry_run else "removed"
-    live = set(EventLog(repo).slugs())
-    for slug in sorted(set(archived(repo)) - live):
-        path = worktrees_dir(repo) / slug
-        if path.exists():
-            if not dry_run:
-                _remove_worktree(repo, path)
-            result.lines.append(f"{verb} worktree {path}")
-        branch = repo.references.get(BRANCHES + slug)
-        if branch is not None:
-            tip = str(branch.resolve().target)
-            if _kept_elsewhere(repo, BRANCHES + slug, tip):
-                if not dry_run:
-                    branch.delete()
-                result.lines.append(f"{verb} branch agentrun/{slug} (was {tip[:10]})")
-            else:
-                result.kept += 1
-                result.lines.append(
-                    f"kept branch agentrun/{slug}: its commits are on no other branch or "
-                    f"remote (delete it with `git branch -D agentrun/{slug}`)"
-                )
-        for name in (DISCARDED + slug, _stale_lease(repo, slug)):
-            ref = repo.references.get(name) if name else None
-            if ref is not None:
-                if not dry_run:
-                    ref.delete()
-                result.lines.append(f"{verb} {name}")
+    log, cache = EventLog(repo), StateCache(repo)
+    live = set(log.slugs())
+    for slug, tip in sorted(archived(repo).items()):
+        if slug not in live:
+            state = _state(log, cache, slug, tip, result)
+            _tidy(repo, slug, state, result, dry_run, archived_build=True)
+    for slug in sorted(live):
+        state = _state(log, cache, slug, None, result)
+        if state is not None and state.status in ("aborted", "failed"):
+            _tidy(repo, slug, state, result, dry_run, archived_build=False)
     if not dry_run:
         _git(repo, "pack-refs", "--all")
         _git(repo, "maintenance", "run", "--auto")
@@ -72,6 +61,62 @@ def gc(repo: pygit2.Repository, dry_run: bool = False) -> GcResult:
     if not result.lines:
         result.lines.append("nothing to tidy")
     return result
+
+
+def _state(
+    log: EventLog, cache: StateCache, slug: str, tip: str | None, result: GcResult
+) -> BuildState | None:
+    try:
+        return load_state(log, cache, slug, tip)[1]
+    except AgentrunError as exc:
+        result.lines.append(f"skipped build {slug}: {exc}")
+        return None
+
+
+def _tidy(
+    repo: pygit2.Repository,
+    slug: str,
+    state: BuildState | None,
+    result: GcResult,
+    dry_run: bool,
+    archived_build: bool,
+) -> None:
+    verb = "would remove" if dry_run else "removed"
+    path = worktrees_dir(repo) / slug
+    if path.exists():
+        if not dry_run:
+            _remove_worktree(repo, path)
+        result.lines.append(f"{verb} worktree {path}")
+    branch = repo.references.get(BRANCHES + slug)
+    if branch is not None:
+        tip = str(branch.resolve().target)
+        if _merged_at(state, tip) or _kept_elsewhere(repo, BRANCHES + slug, tip):
+            if not dry_run:
+                branch.delete()
+            result.lines.append(f"{verb} branch agentrun/{slug} (was {tip[:10]})")
+        else:
+            result.kept += 1
+            result.lines.append(
+                f"kept branch agentrun/{slug}: its commits are on no other branch or "
+                f"remote (delete it with `git branch -D agentrun/{slug}`)"
+            )
+    if not archived_build:
+        return  # a live build's own refs stay: `retry` may need them
+    for name in (DISCARDED + slug, _stale_lease(repo, slug)):
+        ref = repo.references.get(name) if name else None
+        if ref is not None:
+            if not dry_run:
+                ref.delete()
+            result.lines.append(f"{verb} {name}")
+
+
+def _merged_at(state: BuildState | None, tip: str) -> bool:
+    """The build's proposal was merged (a squash leaves no commit of the branch in the
+    base) and the branch is still where the build left it."""
+    proposal = None if state is None else state.proposal
+    if state is None or proposal is None or not proposal.merged:
+        return False
+    return tip in (state.head, state.published_head)
 
 
 def _kept_elsewhere(repo: pygit2.Repository, own: str, tip: str) -> bool:

@@ -11,16 +11,19 @@ from pathlib import Path
 import pygit2
 
 from agentrun.errors import ConcurrentUpdateError, ForgeError
-from agentrun.events import HumanActor, ProposalClosed
+from agentrun.events import BuildCreated, HumanActor, ImplementCompleted, ProposalClosed
 from agentrun.forge.base import ProposalInfo
 from agentrun.forge.local import LocalForge, git_in, tracked_changes
 from agentrun.gitrepo import now_utc, user_login
+from agentrun.secrets import scrub
 from agentrun.store.archive import archive
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.lease import read_lease
 from agentrun.store.log import Draft, EventLog
 
 _ATTEMPTS = 20
+PULL_BRANCHES = "pulls/"  # where `pulls checkout N` puts proposal N's head
+STATUS_RULE = "\n\n---\n\n"  # the local forge's body: description, rule, status
 
 
 def list_pulls(repo: pygit2.Repository) -> list[ProposalInfo]:
@@ -34,10 +37,22 @@ def show_pull(repo: pygit2.Repository, number: int) -> tuple[ProposalInfo, list[
     return forge.get(number), forge.commits(number)
 
 
+def diff_pull(repo: pygit2.Repository, number: int, stat: bool = False) -> str:
+    """The proposal's change against its base (``git diff base...head``, or its ``--stat``)."""
+    return LocalForge(repo).diff(number, stat)
+
+
 def checkout_pull(repo: pygit2.Repository, number: int) -> str:
-    """Check the proposal's head branch out in this working tree; returns the branch name."""
+    """Check out a local branch ``pulls/N`` at the proposal's head; returns its name.
+
+    Not the build branch itself: the build's worktree holds that one, and later rounds
+    keep moving it. Checking out again moves ``pulls/N`` on to the new head, unless it
+    has commits of its own (then it is refused, and nothing changes).
+    """
     info = LocalForge(repo).get(number)
-    if repo.references.get(f"refs/heads/{info.head}") is None:
+    ref = repo.references.get(f"refs/heads/{info.head}")
+    head = str(ref.resolve().target) if ref is not None else info.head_sha
+    if head is None or head not in repo:
         raise ForgeError(f"proposal #{number}: branch {info.head!r} no longer exists")
     if repo.workdir is None:
         raise ForgeError("this repository has no working tree (bare): nothing to check out into")
@@ -48,14 +63,25 @@ def checkout_pull(repo: pygit2.Repository, number: int) -> str:
             f"uncommitted changes to tracked files ({', '.join(changed[:3])}): "
             "commit or stash them, then check out again"
         )
-    git_in(workdir, "checkout", "--quiet", info.head)
-    return info.head
+    branch = f"{PULL_BRANCHES}{number}"
+    mine = repo.references.get(f"refs/heads/{branch}")
+    if mine is not None and not repo.descendant_of(head, mine.target) and str(mine.target) != head:
+        raise ForgeError(
+            f"{branch} has commits that proposal #{number} does not: rename or delete it "
+            f"(`git branch -m {branch} mine`), then check out again"
+        )
+    git_in(workdir, "checkout", "--quiet", "-B", branch, head)
+    return branch
 
 
-def merge_pull(repo: pygit2.Repository, number: int, force: bool = False) -> str:
+def merge_pull(
+    repo: pygit2.Repository, number: int, force: bool = False, squash: bool = True
+) -> str:
     """Merge the proposal into its base, then finish its build; returns the new base sha.
 
-    A draft is not merged without ``force``: its build has not passed verification.
+    By default the change lands as one commit (``squash``): the proposal's title, the
+    build's summary and an ``Agentrun-Build`` trailer. A draft is not merged without
+    ``force``: its build has not passed verification.
     """
     forge = LocalForge(repo)
     info = forge.get(number)
@@ -69,9 +95,32 @@ def merge_pull(repo: pygit2.Repository, number: int, force: bool = False) -> str
             f"#{number} is still a draft: its build has not passed verification "
             "(`git agentrun pulls merge --force` merges it anyway)"
         )
-    sha = forge.merge(number)
+    sha = forge.merge(number, squash_message(repo, info) if squash else None)
     _finish_build(repo, forge.get(number), merged=True)
     return sha
+
+
+def squash_message(repo: pygit2.Repository, info: ProposalInfo) -> str:
+    """Subject: the proposal's title. Body: the build's summary (its goal and what the
+    implementing agent said it did), then the ``Agentrun-Build`` trailer."""
+    lines = [info.title.strip() or f"Proposal #{info.number}", ""]
+    summary = _summary(repo, info)
+    if summary:
+        lines += [summary, ""]
+    if info.build:
+        lines.append(f"Agentrun-Build: {info.build}")
+    return scrub("\n".join(lines).rstrip() + "\n")  # it goes into git: no secrets
+
+
+def _summary(repo: pygit2.Repository, info: ProposalInfo) -> str:
+    if info.build is None or EventLog(repo).tip_oid(info.build) is None:
+        # No build here: the description, without the status the local forge mirrors.
+        return info.body.split(STATUS_RULE, 1)[0].strip()
+    events = [stored.event.payload for stored in EventLog(repo).read(info.build)]
+    goal = next((e.goal for e in events if isinstance(e, BuildCreated)), "")
+    said = [e.summary_text for e in events if isinstance(e, ImplementCompleted) and e.summary_text]
+    parts = [goal.strip(), *([said[-1].strip()] if said and said[-1].strip() != goal else [])]
+    return "\n\n".join(p for p in parts if p)
 
 
 def close_pull(repo: pygit2.Repository, number: int) -> None:

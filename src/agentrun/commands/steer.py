@@ -49,8 +49,11 @@ class Steering:
         open_forge: Callable[[], HostedForge],
         allow_bots: Callable[[], Sequence[str]],
         say: Callable[[str], object],
+        remote: str | None = None,
     ) -> None:
+        """``remote``: where the base branch is read for ``/agentrun reconcile``."""
         self.repo = repo
+        self.remote = remote
         self._open_forge, self._allow_bots, self._say = open_forge, allow_bots, say
         self.log, self.cache = EventLog(repo), StateCache(repo)
         self._forge: HostedForge | None = None
@@ -183,6 +186,13 @@ class Steering:
                 )
             esc, _ = answer(self.repo, slug, sanitize(command.text), command.escalation, login)
             return f"answered {esc}"
+        if command.verb == "reconcile":
+            from agentrun.commands.reconcile import request_reconcile
+
+            done = request_reconcile(self.repo, slug, login, self.remote, self.forge)
+            if done.note:
+                self._say(f"build {slug}: {done.note}")
+            return f"reconcile requested (base at {done.base[:10]})"
         if command.verb == "status":
             from agentrun.runner.publish import render_hosted_status
 

@@ -75,6 +75,9 @@ class Forge(Protocol):
     def mark_ready(self, number: int) -> None:
         """Take the proposal out of draft: it is ready for review."""
 
+    def mark_draft(self, number: int) -> None:
+        """Put the proposal back into draft (its build works on it again)."""
+
 
 Permission = Literal["admin", "maintain", "write", "triage", "read", "none"]
 CommitState = Literal["pending", "success", "failure", "error"]

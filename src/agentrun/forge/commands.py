@@ -6,7 +6,7 @@ quoting the reply syntax back does not run it)::
     /agentrun answer [ID] TEXT   answer the open escalation (or escalation ID, e.g. e2);
                                  TEXT runs on over the following lines up to the next
                                  command
-    /agentrun pause | resume | abort | retry | status
+    /agentrun pause | resume | abort | retry | reconcile | status
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 PREFIX = "/agentrun"
-Verb = Literal["answer", "pause", "resume", "abort", "retry", "status"]
-VERBS: tuple[Verb, ...] = ("answer", "pause", "resume", "abort", "retry", "status")
+Verb = Literal["answer", "pause", "resume", "abort", "retry", "reconcile", "status"]
+VERBS: tuple[Verb, ...] = ("answer", "pause", "resume", "abort", "retry", "reconcile", "status")
 USAGE = (
     "`/agentrun answer [ID] TEXT`, `/agentrun pause`, `/agentrun resume`, "
-    "`/agentrun abort`, `/agentrun retry` or `/agentrun status`"
+    "`/agentrun abort`, `/agentrun retry`, `/agentrun reconcile` or `/agentrun status`"
 )
 _VERB: dict[str, Verb] = {verb: verb for verb in VERBS}
 _ESCALATION_ID = re.compile(r"e\d+")

@@ -52,6 +52,10 @@ READY_MUTATION = (
     "mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id}) "
     "{ pullRequest { id isDraft } } }"
 )
+DRAFT_MUTATION = (
+    "mutation($id: ID!) { convertPullRequestToDraft(input: {pullRequestId: $id}) "
+    "{ pullRequest { id isDraft } } }"
+)
 _PERMISSIONS: dict[str, Permission] = {p: p for p in get_args(Permission)}
 _ORIGIN = re.compile(r"github\.com[:/]+(?P<repo>[^/\s]+/[^/\s]+?)(?:\.git)?/?$")
 _NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
@@ -207,6 +211,13 @@ class GitHubForge:
 
     def mark_ready(self, number: int) -> None:
         """Take the pull request out of draft (GraphQL: REST cannot)."""
+        self._pull_mutation(number, READY_MUTATION, f"mark #{number} ready for review")
+
+    def mark_draft(self, number: int) -> None:
+        """Put the pull request back into draft (GraphQL: REST cannot)."""
+        self._pull_mutation(number, DRAFT_MUTATION, f"put #{number} back into draft")
+
+    def _pull_mutation(self, number: int, mutation: str, what: str) -> None:
         import httpx
 
         node = self._node_ids.get(number)
@@ -216,7 +227,7 @@ class GitHubForge:
         try:
             response = httpx.post(
                 self.graphql_url,
-                json={"query": READY_MUTATION, "variables": {"id": node}},
+                json={"query": mutation, "variables": {"id": node}},
                 headers={"Authorization": f"bearer {self.token}"},
                 timeout=TIMEOUT_SECONDS,
             )
@@ -227,10 +238,7 @@ class GitHubForge:
         if response.status_code >= 400 or errors:
             detail = "; ".join(str(e.get("message", e)) for e in errors or []) or response.text
             detail = " ".join(detail.split())
-            raise ForgeError(
-                f"github: could not mark #{number} ready for review "
-                f"({response.status_code}): {detail[:300]}"
-            )
+            raise ForgeError(f"github: could not {what} ({response.status_code}): {detail[:300]}")
 
     # --- HostedForge -----------------------------------------------------------
 

@@ -161,35 +161,48 @@ class LocalForge:
 
     def mark_ready(self, number: int) -> None:
         """Take an open proposal out of draft."""
+        self._set_draft(number, False)
 
+    def mark_draft(self, number: int) -> None:
+        """Put an open proposal back into draft (while its build works on it again)."""
+        self._set_draft(number, True)
+
+    def _set_draft(self, number: int, draft: bool) -> None:
         def change(record: Record) -> Record:
-            _require_open(record, "marked ready")
-            if not record.draft:
+            _require_open(record, "marked draft" if draft else "marked ready")
+            if record.draft == draft:
                 return record
-            return record.model_copy(update={"draft": False, "updated_at": now_utc()})
+            return record.model_copy(update={"draft": draft, "updated_at": now_utc()})
 
-        update(self.repo, number, change, "ready for review")
+        update(self.repo, number, change, "back to draft" if draft else "ready for review")
 
     # --- what a hosted forge's buttons do ------------------------------------
 
-    def merge(self, number: int) -> str:
+    def merge(self, number: int, squash: str | None = None) -> str:
         """Merge the proposal's head into its base the way a forge would; returns the new base sha.
 
-        Fast-forward when the base is an ancestor of the head, else a merge commit. On a
-        conflict, or when the checked-out base has uncommitted changes, nothing changes.
+        Fast-forward when the base is an ancestor of the head, else a merge commit; with
+        ``squash`` (the commit message), one commit on the base holding the merged tree.
+        On a conflict, or when the checked-out base has uncommitted changes, nothing
+        changes.
         """
         _, record = read(self.repo, number)
         _require_open(record, "merged")
         head = self._require_tip(record.head, number)
         base = self._require_tip(record.base, number)
-        new = self._merged(record, base, head)
+        new = self._merged(record, base, head, squash)
         if new != base:
             self._advance(record.base, base, new)
 
         def change(current: Record) -> Record:
             _require_open(current, "merged")
             return current.model_copy(
-                update={"state": "merged", "head_sha": head, "updated_at": now_utc()}
+                update={
+                    "state": "merged",
+                    "head_sha": head,
+                    "merge_base": base,
+                    "updated_at": now_utc(),
+                }
             )
 
         update(self.repo, number, change, f"merged into {record.base} at {new[:10]}")
@@ -232,25 +245,36 @@ class LocalForge:
             raise ForgeError(f"proposal #{number}: branch {branch!r} no longer exists")
         return tip
 
-    def _merged(self, record: Record, base: str, head: str) -> str:
+    def _merged(self, record: Record, base: str, head: str, squash: str | None) -> str:
         """The commit the base branch should point at once ``head`` is merged."""
         if base == head or self.repo.descendant_of(base, head):
             return base  # everything is in the base already
-        if self.repo.descendant_of(head, base):
-            return head
-        index = self.repo.merge_commits(base, head)
-        if index.conflicts is not None:
-            paths = sorted(
-                {entry.path for triple in index.conflicts for entry in triple if entry is not None}
-            )
-            raise ForgeError(
-                f"proposal #{record.number} conflicts with {record.base} in "
-                f"{', '.join(paths)}: merge {record.base} into {record.head}, resolve, and retry"
-            )
-        tree = index.write_tree(self.repo)
         sig = self._merger()
+        if self.repo.descendant_of(head, base):
+            if squash is None:
+                return head
+            tree = self.repo[head].peel(pygit2.Commit).tree_id
+        else:
+            index = self.repo.merge_commits(base, head)
+            if index.conflicts is not None:
+                raise ForgeError(_conflict_message(record, index))
+            tree = index.write_tree(self.repo)
+        if squash is not None:
+            return str(self.repo.create_commit(None, sig, sig, squash, tree, [base]))
         message = f"Merge proposal #{record.number} from {record.head}\n\n{record.title}\n"
         return str(self.repo.create_commit(None, sig, sig, message, tree, [base, head]))
+
+    def diff(self, number: int, stat: bool = False) -> str:
+        """The proposal's change against its base, as ``git diff base...head`` prints it
+        (for a merged proposal: against the base it was merged into)."""
+        _, record = read(self.repo, number)
+        head = self._tip(record.head) if record.state == "open" else None
+        head = head or record.head_sha
+        base = record.merge_base if record.state == "merged" else self._tip(record.base)
+        if head is None or base is None:
+            raise ForgeError(f"proposal #{number}: its branches are gone; nothing to compare")
+        args = ["diff", "--no-color", "--no-ext-diff", *(["--stat"] if stat else [])]
+        return git_in(common_dir(self.repo), *args, f"{base}...{head}", "--", git_dir=True)
 
     def _merger(self) -> pygit2.Signature:
         """The user's identity, as a forge credits the person who pressed merge."""
@@ -311,6 +335,17 @@ def git_in(where: Path, *args: str, git_dir: bool = False) -> str:
         detail = " ".join(line.strip() for line in (done.stderr or done.stdout).splitlines())
         raise ForgeError(f"git {args[0]} failed in {where}: {detail[:400] or 'no output'}")
     return done.stdout
+
+
+def _conflict_message(record: Record, index: pygit2.Index) -> str:
+    conflicts = index.conflicts or ()
+    paths = sorted({entry.path for triple in conflicts for entry in triple if entry is not None})
+    fix = (
+        f"`git agentrun reconcile {record.build}` merges it for you"
+        if record.build
+        else f"merge {record.base} into {record.head}, resolve, and retry"
+    )
+    return f"proposal #{record.number} conflicts with {record.base} in {', '.join(paths)}: {fix}"
 
 
 def _require_open(record: Record, verb: str) -> Record:

@@ -54,6 +54,7 @@ class Record(BaseModel):
     updated_at: datetime
     status_comment_id: int | None = None
     comments: tuple[StoredComment, ...] = ()
+    merge_base: str | None = None  # where the base was when the proposal was merged
 
     def info(self) -> ProposalInfo:
         return ProposalInfo(

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pygit2
 
 from agentrun.config import Config
-from agentrun.kernel.paths import matches
+from agentrun.kernel.paths import matching_pattern
 from agentrun.secrets import ALWAYS_SECRET, MIN_SECRET_LENGTH, shape_in
 
 SHOWN = 5  # findings named in one line; the rest are counted
@@ -25,9 +25,13 @@ _DIFF_FIND = pygit2.enums.DiffFind.FIND_RENAMES | pygit2.enums.DiffFind.FIND_FOR
 
 @dataclass(frozen=True)
 class Rules:
-    """What the guards look for: protected patterns and (variable, secret value) pairs."""
+    """What the guards look for: protected patterns and (variable, secret value) pairs.
 
-    protected: tuple[str, ...] = ()
+    ``protected`` holds one list of patterns per config the rules come from: each list
+    is read on its own, so one config's ``!pattern`` cannot free what another protects.
+    """
+
+    protected: tuple[tuple[str, ...], ...] = ()
     secret_values: tuple[tuple[str, str], ...] = ()
 
     @classmethod
@@ -44,7 +48,8 @@ class Rules:
             for part in environ.get(name, "").splitlines()
             if len(part.strip()) >= MIN_SECRET_LENGTH
         )
-        return cls(config.protect.paths, values)
+        groups = (config.protect.paths,) if config.protect.paths else ()
+        return cls(groups, values)
 
     def __or__(self, other: Rules) -> Rules:
         """Both sets of rules: neither can loosen the other."""
@@ -68,9 +73,13 @@ class Finding:
         return f"adds {self.what} in {self.path} at line {self.line}"
 
 
-def protected_by(patterns: Iterable[str], path: str) -> str | None:
-    """The first pattern that protects ``path``."""
-    return next((p for p in patterns if matches(p, path)), None)
+def protected_by(groups: Iterable[Sequence[str]], path: str) -> str | None:
+    """The pattern that protects ``path`` (in the first list that does), or None."""
+    for patterns in groups:
+        pattern = matching_pattern(patterns, path)
+        if pattern is not None:
+            return pattern
+    return None
 
 
 def secret_in(line: str, values: Sequence[tuple[str, str]] = ()) -> str | None:

@@ -88,7 +88,7 @@ class RaiseEscalation:
     id: str
     phase: str
     round: int
-    cause: Literal["attempts", "permanent-failure", "round-limit", "interrupted", "budget"]
+    cause: Literal["attempts", "permanent-failure", "round-limit", "interrupted", "budget", "empty"]
     question: str
     source: Literal["policy"] = "policy"
     kind: Literal["raise-escalation"] = "raise-escalation"
@@ -140,6 +140,19 @@ def decide(s: BuildState) -> Decision:
         return Wait("parked")
     if s.setup_permanent or s.setup_failures >= s.config.policy.max_phase_attempts:
         return Fail(f"the runner could not set up the build: {s.reason}")
+    if _empty(s):
+        return RaiseEscalation(
+            id=_next_id(s),
+            phase="implement",
+            round=s.impl_round,
+            cause="empty",
+            question=(
+                f"implement@{s.impl_round} ended with no change against the base "
+                f"({s.base_ref} {s.base_sha[:10]}): there is nothing to review or verify. "
+                "Answer to let the build go on without a change (as `run --allow-empty` "
+                "would), or abort it."
+            ),
+        )
     if s.implemented and s.proposal is None and s.stage not in ("plan", "plan-review"):
         return Publish("open-draft")
     if s.proposal is not None and not s.proposal.closed and s.published_head != s.head:
@@ -151,6 +164,13 @@ def decide(s: BuildState) -> Decision:
     if not isinstance(work, RunPhase | RunCheck | RunAgentVerify | RunFinalizeStep):
         return work
     return _guard(s, work)
+
+
+def _empty(s: BuildState) -> bool:
+    """Implement ended and the build's whole diff against its base is empty."""
+    if s.allow_empty or not s.implemented or s.changed_paths:
+        return False
+    return s.stage not in ("plan", "plan-review", "implement")
 
 
 def _round_limit(s: BuildState) -> RaiseEscalation | None:

@@ -18,6 +18,7 @@ from agentrun.events import (
     BuildFailed,
     BuildPaused,
     BuildPauseRequested,
+    BuildReconcileRequested,
     BuildResumed,
     BuildResumeRequested,
     BuildRetryRequested,
@@ -118,6 +119,7 @@ def _apply(s: BuildState, event: Event) -> Changes:
             "issue": p.issue,
             "requested_by": p.requested_by,
             "config": config,
+            "allow_empty": p.allow_empty,
             "head": p.base_sha,
             "plan_round_limit": config.policy.max_review_rounds,
             "impl_round_limit": config.policy.max_review_rounds,
@@ -224,6 +226,8 @@ def _apply(s: BuildState, event: Event) -> Changes:
         return {"observations": (*s.observations, f"{p.phase}: {p.text}")}
     if isinstance(p, BuildRetryRequested):
         return _retry(s, event)
+    if isinstance(p, BuildReconcileRequested):
+        return _reconcile_requested(s, p)
     if isinstance(p, FeedbackReceived):
         text = f"Review {p.review} by {p.author} on #{p.number}:\n{p.text[-FEEDBACK_TAIL:]}"
         return {
@@ -271,6 +275,24 @@ def _retry(s: BuildState, event: Event) -> Changes:
     if s.status == "failed":
         changes.update(status="running", reason="")
     return changes
+
+
+def _reconcile_requested(s: BuildState, p: BuildReconcileRequested) -> Changes:
+    """A complete build with an open proposal runs again: reconcile, verify, ready.
+
+    The proposal goes back to draft until verification passes again (DESIGN §5).
+    """
+    proposal = s.proposal
+    if s.status != "complete" or proposal is None or proposal.closed or not s.implemented:
+        return {}  # the command refuses this; a hand-written log cannot force it
+    return {
+        "status": "running",
+        "stage": "reconcile",
+        "reconcile_base": p.base_sha,
+        "proposal": proposal.model_copy(update={"ready": False}),
+        "verify_results": {},
+        "finalize_results": {},
+    }
 
 
 def _attached(s: BuildState, p: RunnerAttached) -> Changes:
@@ -432,6 +454,8 @@ def _answered(s: BuildState, p: EscalationAnswered) -> Changes:
             if esc.cause == "budget":
                 changes["budget_grants"] = s.budget_grants + 1
                 changes["accepted_unpriced"] = s.unpriced_models
+            if esc.cause == "empty":
+                changes["allow_empty"] = True
             if esc.cause == "round-limit":
                 step = s.config.policy.max_review_rounds
                 if esc.phase == "plan":

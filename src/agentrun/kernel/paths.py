@@ -1,52 +1,40 @@
-"""Glob patterns over repository paths, as verify steps' ``paths`` conditions use them.
+"""Path patterns, read as ``.gitignore`` reads them: one rule for every glob in agentrun.
 
-``*`` matches within one path segment, ``**`` across segments, ``?`` one character.
-As in .gitignore: a pattern without a slash matches at any depth, a leading slash
-anchors it at the repository root, and a trailing slash matches everything below
-that folder.
+Verify steps' ``paths``, and ``[protect] paths`` are lists of
+``.gitignore`` lines, matched by ``pathspec``'s ``GitIgnoreSpec``: a pattern without a
+slash matches at any depth, a leading slash anchors it at the repository root, a name
+matches a folder and everything below it (``tests`` protects ``tests/unit/a.py``),
+``*`` stays within a segment, ``**`` crosses them, ``[abc]`` is a character class and
+a later ``!pattern`` takes paths back out. Pure: no file is read.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from functools import lru_cache
 
+from pathspec import GitIgnoreSpec
+
 
 @lru_cache(maxsize=256)
-def _compile(pattern: str) -> re.Pattern[str]:
-    if pattern.endswith("/"):
-        pattern += "**"
-    if pattern.startswith("/"):
-        pattern = pattern[1:]
-    elif "/" not in pattern:
-        pattern = "**/" + pattern
-    out = []
-    i = 0
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return re.compile("".join(out) + r"\Z")
+def spec(patterns: tuple[str, ...]) -> GitIgnoreSpec:
+    """The compiled patterns (cached: configs repeat the same few lists)."""
+    return GitIgnoreSpec.from_lines(patterns)
 
 
-def matches(pattern: str, path: str) -> bool:
-    return _compile(pattern).match(path) is not None
+def matching_pattern(patterns: Iterable[str], path: str) -> str | None:
+    """The pattern that decides ``path`` is matched (the last one that applies), or None."""
+    pats = tuple(patterns)
+    found = spec(pats).check_file(path)
+    return pats[found.index] if found.include and found.index is not None else None
+
+
+def matches(patterns: Iterable[str], path: str) -> bool:
+    """Whether the patterns, taken together, match ``path``."""
+    return spec(tuple(patterns)).match_file(path)
 
 
 def any_matches(patterns: Iterable[str], paths: Iterable[str]) -> bool:
-    pats = list(patterns)
-    return any(matches(p, path) for path in paths for p in pats)
+    """Whether the patterns match at least one of ``paths``."""
+    compiled = spec(tuple(patterns))
+    return any(compiled.match_file(path) for path in paths)

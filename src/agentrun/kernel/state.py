@@ -128,6 +128,7 @@ class BuildState(_Frozen):
     issue: str | None = None
     requested_by: str | None = None
     config: Config = Config()
+    allow_empty: bool = False  # may end with no change against the base (or was let)
     status: Status = "running"
     reason: str = ""
     paused: bool = False

@@ -90,7 +90,8 @@ FILE_TOOLS = (
     ToolSpec("read_file", "Read a text file of the worktree.", {"path": PATH}),
     ToolSpec(
         "list_files",
-        "List the files under a folder of the worktree, recursively (.git left out).",
+        "List the files under a folder of the worktree, recursively (.git and what git "
+        "ignores left out).",
         {"path": _str("a folder relative to the worktree root; default: the root")},
         ("path",),
     ),
@@ -401,17 +402,46 @@ def _arg(args: dict[str, Any], key: str, required: bool = True) -> str:
 
 
 def _walk(root: Path, top: Path) -> Iterator[tuple[str, Path]]:
-    """Files under ``top`` (sorted, .git left out). Symbolic links are listed, never followed."""
+    """Files under ``top``, sorted: .git and what the repository ignores left out.
+
+    Ignored means what git itself ignores here (``.gitignore`` files, ``info/exclude``,
+    ``core.excludesFile``), so ``node_modules/`` and ``.venv/`` do not use up the caps.
+    A folder asked for by name is walked whole, ignored or not. Symbolic links are
+    listed, never followed.
+    """
     if top.is_file():
         yield top.relative_to(root).as_posix(), top
         return
+    ignored = _ignore_rules(root)
+    if top != root and ignored(_relative(root, top) + "/"):
+        ignored = _nothing_ignored
     for folder, dirs, files in os.walk(top):
-        dirs[:] = sorted(d for d in dirs if d != ".git")
         here = Path(folder)
+        prefix = _relative(root, here)
+        prefix = "" if prefix == "." else prefix + "/"
+        dirs[:] = sorted(d for d in dirs if d != ".git" and not ignored(f"{prefix}{d}/"))
         for name in sorted(files):
-            if name != ".git":
-                path = here / name
-                yield path.relative_to(root).as_posix(), path
+            if name != ".git" and not ignored(prefix + name):
+                yield prefix + name, here / name
+
+
+def _relative(root: Path, path: Path) -> str:
+    return path.relative_to(root).as_posix()
+
+
+def _nothing_ignored(relative: str) -> bool:
+    return False
+
+
+def _ignore_rules(root: Path) -> Callable[[str], bool]:
+    """git's own answer to "is this path ignored?" for the worktree at ``root``."""
+    try:
+        repo = pygit2.Repository(str(root))
+    except pygit2.GitError:
+        return _nothing_ignored  # not a repository: no ignore rules apply
+    if repo.workdir is None or Path(repo.workdir).resolve() != root.resolve():
+        return _nothing_ignored  # ``root`` is inside a repository, not a worktree's root
+    return repo.path_is_ignored
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
