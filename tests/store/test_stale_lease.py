@@ -86,3 +86,32 @@ def test_resume_with_a_remote_removes_the_stale_lease_there(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     assert not has_lease(origin, DONE)
     assert not has_lease(repo, DONE)
+
+
+def test_gc_removes_a_finished_build_s_stale_lease_and_an_archived_build_s_folders(
+    tmp_path: Path,
+) -> None:
+    repo = unbundle(BUNDLE, tmp_path / "repo")
+    take_lease(repo, DONE)  # complete, proposal open: not archived
+    parked = "ask-before-refusing-empty-pages"
+    assert run_cli(repo, "answer", parked, "yes").returncode == 0
+    resumed = run_cli(repo, "resume", parked)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    common = Path(pygit2.Repository(str(repo)).path)
+    private = common / "agentrun" / "gitdirs" / parked
+    assert private.is_dir()  # the worktree's private git dir
+    home = common / "agentrun" / "homes" / parked
+    (home / "tmp").mkdir(parents=True)  # as isolation leaves it
+    number = next(
+        line.split()[0].lstrip("#")
+        for line in run_cli(repo, "pulls").stdout.splitlines()
+        if f"agentrun/{parked}" in line
+    )
+    assert run_cli(repo, "pulls", "merge", number).returncode == 0
+
+    done = run_cli(repo, "gc")
+
+    assert done.returncode == 0, done.stderr
+    assert not has_lease(repo, DONE)
+    assert not private.exists() and not home.exists()
+    assert f"removed git dir {private}" in done.stdout

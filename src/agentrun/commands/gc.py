@@ -22,12 +22,14 @@ import pygit2
 
 from agentrun import gitcli
 from agentrun.errors import AgentrunError
-from agentrun.gitrepo import common_dir, now_utc, worktrees_dir
+from agentrun.gitrepo import common_dir, worktrees_dir
+from agentrun.isolation import gitdir
+from agentrun.isolation.homes import home_path
 from agentrun.kernel.state import BuildState
 from agentrun.runner.workspace import DISCARDED
 from agentrun.store.archive import archived
 from agentrun.store.cache import StateCache, load_state
-from agentrun.store.lease import lease_ref, read_lease
+from agentrun.store.lease import clear_stale, is_stale, lease_ref, read_lease
 from agentrun.store.log import EventLog
 
 BRANCHES = "refs/heads/agentrun/"
@@ -54,6 +56,8 @@ def gc(repo: pygit2.Repository, dry_run: bool = False) -> GcResult:
         state = _state(log, cache, slug, None, result)
         if state is not None and state.status in ("aborted", "failed"):
             _tidy(repo, slug, state, result, dry_run, archived_build=False)
+        if state is not None and state.status != "running":
+            _lease(repo, slug, result, dry_run)
     if not dry_run:
         _git(repo, "pack-refs", "--all")
         _git(repo, "maintenance", "run", "--auto")
@@ -87,6 +91,12 @@ def _tidy(
         if not dry_run:
             _remove_worktree(repo, path)
         result.lines.append(f"{verb} worktree {path}")
+    # The worktree's private git dir and the build's HOME (isolation) go with it.
+    for kind, folder in (("git dir", gitdir.path_of(repo, slug)), ("home", home_path(repo, slug))):
+        if folder.exists():
+            if not dry_run:
+                shutil.rmtree(folder, ignore_errors=True)
+            result.lines.append(f"{verb} {kind} {folder}")
     branch = repo.references.get(BRANCHES + slug)
     if branch is not None:
         tip = str(branch.resolve().target)
@@ -102,12 +112,12 @@ def _tidy(
             )
     if not archived_build:
         return  # a live build's own refs stay: `retry` may need them
-    for name in (DISCARDED + slug, _stale_lease(repo, slug)):
-        ref = repo.references.get(name) if name else None
-        if ref is not None:
-            if not dry_run:
-                ref.delete()
-            result.lines.append(f"{verb} {name}")
+    ref = repo.references.get(DISCARDED + slug)
+    if ref is not None:
+        if not dry_run:
+            ref.delete()
+        result.lines.append(f"{verb} {DISCARDED + slug}")
+    _lease(repo, slug, result, dry_run)
 
 
 def _merged_at(state: BuildState | None, tip: str) -> bool:
@@ -135,11 +145,15 @@ def _kept_elsewhere(repo: pygit2.Repository, own: str, tip: str) -> bool:
     return False
 
 
-def _stale_lease(repo: pygit2.Repository, slug: str) -> str | None:
+def _lease(repo: pygit2.Repository, slug: str, result: GcResult, dry_run: bool) -> None:
+    """A finished build's lease that nobody holds any more (a runner killed at the end)."""
     held = read_lease(repo, slug)
-    if held is not None and (held[1].expired(now_utc()) or held[1].holder_dead_here()):
-        return lease_ref(slug)
-    return None
+    if held is None or not is_stale(held[1]):
+        return
+    if dry_run:
+        result.lines.append(f"would remove {lease_ref(slug)}")
+    elif clear_stale(repo, slug):
+        result.lines.append(f"removed {lease_ref(slug)}")
 
 
 def _remove_worktree(repo: pygit2.Repository, path: Path) -> None:

@@ -25,8 +25,12 @@ LOGIN_FILES = (
 COPIED_FILES = (".claude.json",)
 
 
+def home_path(repo: pygit2.Repository, slug: str) -> Path:
+    return agentrun_dir(repo) / "homes" / slug
+
+
 def build_home(repo: pygit2.Repository, slug: str) -> Path:
-    home = agentrun_dir(repo) / "homes" / slug
+    home = home_path(repo, slug)
     (home / "tmp").mkdir(parents=True, exist_ok=True)
     return home.resolve()
 

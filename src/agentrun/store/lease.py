@@ -69,6 +69,11 @@ class LeaseInfo(BaseModel):
         return not procs.is_alive(self.pid, self.pid_start)
 
 
+def is_stale(info: LeaseInfo, now: datetime | None = None) -> bool:
+    """Nobody holds this lease any more: it expired, or its holder died on this machine."""
+    return info.expired(now or now_utc()) or info.holder_dead_here()
+
+
 def lease_ref(slug: str) -> str:
     return LEASES + check_slug(slug)
 
@@ -151,7 +156,7 @@ def acquire(
     taken_from = None
     if seen is not None:
         old = seen[1]
-        if not old.expired(now) and not old.holder_dead_here():
+        if not is_stale(old, now):
             raise LeaseHeldError(
                 f"build {slug} is being run by {old.holder} on {old.host} (pid {old.pid}); its "
                 f"lease expires at {old.expires_at:%Y-%m-%d %H:%M:%S} UTC. Wait for it, or stop "
@@ -186,7 +191,7 @@ def clear_stale(repo: pygit2.Repository, slug: str, now: datetime | None = None)
     if seen is None:
         return False
     oid, info = seen
-    if not info.expired(now or now_utc()) and not info.holder_dead_here():
+    if not is_stale(info, now):
         return False
     try:
         delete_ref(repo, lease_ref(slug), oid)

@@ -14,7 +14,7 @@ import pygit2
 from agentrun import procs
 from agentrun.errors import LeaseHeldError, LeaseLostError
 from agentrun.gitrepo import empty_tree, now_utc, signature
-from agentrun.store.lease import TTL_SECONDS, LeaseInfo, lease_info, lease_ref
+from agentrun.store.lease import TTL_SECONDS, LeaseInfo, is_stale, lease_info, lease_ref
 from agentrun.store.sync import RefUpdate, Remote, SyncError, last_line
 
 
@@ -70,7 +70,7 @@ def claim_remote(
     seen = found[0] if found else None
     if found is not None:
         old = found[1]
-        if not old.expired(now) and not old.holder_dead_here():
+        if not is_stale(old, now):
             raise LeaseHeldError(
                 f"build {slug} is being run by {old.holder} on {old.host} (pid {old.pid}), "
                 f"as {remote} says; its lease expires at {old.expires_at:%Y-%m-%d %H:%M:%S} "
@@ -114,7 +114,7 @@ def clear_stale_remote(where: Remote, slug: str, now: datetime | None = None) ->
     if seen is None:
         return False
     old = lease_info(where.repo, seen)
-    if not old.expired(now or now_utc()) and not old.holder_dead_here():
+    if not is_stale(old, now):
         return False
     update = RefUpdate(lease_ref(slug), "", seen)
     done = where.push([update])
