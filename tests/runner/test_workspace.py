@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pygit2
@@ -9,6 +10,8 @@ from runner.helpers import configure, git
 
 from agentrun.commands.build import create_build, resume_build, run_build
 from agentrun.commands.control import answer
+from agentrun.gitrepo import worktrees_dir
+from agentrun.kernel.state import BuildState
 from agentrun.runner.workspace import DISCARDED
 
 ESCALATE = {"phase": "implement", "round": 1, "attempt": 1, "verb": "escalate", "text": "which?"}
@@ -41,3 +44,39 @@ def test_a_branch_behind_the_log_is_not_kept(repo_path: Path, repo: pygit2.Repos
     created = create_build(repo, "add a file")
     assert run_build(repo, created.slug).state.state_name == "complete"
     assert repo.references.get(f"{DISCARDED}{created.slug}") is None
+
+
+def _parked_with_a_worktree(repo_path: Path, repo: pygit2.Repository) -> tuple[str, Path]:
+    """A build parked on a question in implement, answered: its worktree is there."""
+    configure(repo_path, [{"phase": "implement", "attempt": 1, "verb": "escalate", "text": "?"}])
+    slug = create_build(repo, "Break the worktree").slug
+    assert run_build(repo, slug).state.state_name == "parked"
+    path = worktrees_dir(repo) / slug
+    assert (path / ".git").is_file()
+    answer(repo, slug, "go on")
+    return slug, path
+
+
+def resumed_state(repo: pygit2.Repository, slug: str) -> str:
+    result = resume_build(repo, slug)
+    return (result if isinstance(result, BuildState) else result.state).state_name
+
+
+def test_a_worktree_whose_git_file_was_overwritten_is_made_healthy_again(
+    repo_path: Path, repo: pygit2.Repository
+) -> None:
+    """Before, such a worktree failed runner setup twice and `retry` could not help."""
+    slug, path = _parked_with_a_worktree(repo_path, repo)
+    (path / ".git").write_text("gitdir: /nowhere/at/all\n")
+    assert resumed_state(repo, slug) == "complete"
+    assert "/nowhere/" not in (path / ".git").read_text()
+
+
+def test_a_worktree_that_lost_its_git_file_or_became_a_file_is_made_again(
+    repo_path: Path, repo: pygit2.Repository
+) -> None:
+    slug, path = _parked_with_a_worktree(repo_path, repo)
+    shutil.rmtree(path)
+    path.write_text("not a folder any more\n")
+    assert resumed_state(repo, slug) == "complete"
+    assert path.is_dir() and (path / ".git").is_file()

@@ -119,8 +119,12 @@ class Workspace:
         self.repo.references.create(name, current.target, force=True)
 
     def _add_worktree(self) -> None:
-        if self.path.exists() or self.path.is_symlink():
-            shutil.rmtree(self.path) if not self.path.is_symlink() else self.path.unlink()
+        # Whatever stands at the path goes: a folder, a file, a symlink (the worktree is
+        # re-made from the log's head, so nothing of value is lost).
+        if self.path.is_dir() and not self.path.is_symlink():
+            shutil.rmtree(self.path)
+        elif self.path.exists() or self.path.is_symlink():
+            self.path.unlink()
         self._forget_registration()
         self.path.mkdir(parents=True)
 
