@@ -134,6 +134,23 @@ class FinalizeStep(VerifyStep):
     """Failure-tolerant: a failure is recorded as an observation, never turns a build red."""
 
 
+class SetupStep(_Model):
+    """A command that prepares each build worktree (dependencies, a virtualenv): run before
+    the first session or check there, and again when a file ``inputs`` matches changed."""
+
+    command: str | tuple[str, ...] | None = None  # a string runs in bash, a list as is
+    timeout_seconds: float = Field(default=1800, gt=0)
+    inputs: tuple[str, ...] = ()  # gitignore-style patterns: "requirements*.txt", ...
+    pass_env: tuple[str, ...] = ()
+
+    @field_validator("command")
+    @classmethod
+    def _something(cls, value: str | tuple[str, ...] | None) -> str | tuple[str, ...] | None:
+        if value is not None and not (value if isinstance(value, str) else "".join(value)).strip():
+            raise ValueError("the setup command is empty: leave it out, or say what to run")
+        return value
+
+
 class StateLabels(_Model):
     """The labels that show a build's state on its issue and proposal (hosted forges)."""
 
@@ -219,6 +236,7 @@ class Config(_Model):
     pipeline: Pipeline = Pipeline()
     verify: tuple[VerifyStep, ...] = ()
     finalize: tuple[FinalizeStep, ...] = ()
+    setup: SetupStep = SetupStep()
     forge: ForgeConfig = ForgeConfig()
     sync: SyncConfig = SyncConfig()
     protect: Protect = Protect()
@@ -249,6 +267,7 @@ class Config(_Model):
         owned = [(f"runtimes.{n}", r.pass_env) for n, r in self.runtimes.items()]
         owned += [(f"verify.{s.name}", s.pass_env) for s in self.verify]
         owned += [(f"finalize.{s.name}", s.pass_env) for s in self.finalize]
+        owned += [("setup", self.setup.pass_env)]
         guarded = {**{n: "a forge token" for n in ALWAYS_SECRET}}
         guarded |= {n: "named in [secrets] env" for n in self.secrets.env}
         for where, patterns in owned:

@@ -33,6 +33,7 @@ from agentrun.events import (
     VerifyVerdict,
 )
 from agentrun.gitrepo import open_repo
+from agentrun.kernel.decide import next_escalation_id
 from agentrun.kernel.state import BuildState
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.log import Draft, EventLog, Tip
@@ -222,7 +223,7 @@ def _draft(state: BuildState, env: AgentEnv, rep: Report) -> tuple[Draft, str]:
         return Draft(payload, actor), f"verify verdict recorded: {verb}"
     if not rep.text.strip():
         raise VerbError("`escalate` needs the question to ask")
-    esc_id = f"e{state.escalation_count + 1}"
+    esc_id = next_escalation_id(state)
     payload = EscalationRaised(
         id=esc_id,
         phase=env.phase,

@@ -142,7 +142,7 @@ def decide(s: BuildState) -> Decision:
         return Fail(f"the runner could not set up the build: {s.reason}")
     if _empty(s):
         return RaiseEscalation(
-            id=_next_id(s),
+            id=next_escalation_id(s),
             phase="implement",
             round=s.impl_round,
             cause="empty",
@@ -182,7 +182,7 @@ def _round_limit(s: BuildState) -> RaiseEscalation | None:
         return None
     last = s.feedback[-1] if s.feedback else "(no feedback)"
     return RaiseEscalation(
-        id=_next_id(s),
+        id=next_escalation_id(s),
         phase=phase,
         round=round_,
         cause="round-limit",
@@ -358,7 +358,7 @@ def _budget(s: BuildState, work: Work) -> RaiseEscalation | None:
         return None
     round_ = work.round if isinstance(work, RunPhase | RunCheck | RunAgentVerify) else s.impl_round
     return RaiseEscalation(
-        id=_next_id(s),
+        id=next_escalation_id(s),
         phase=_work_phase(work),
         round=round_,
         cause="budget",
@@ -380,7 +380,7 @@ def _guard(s: BuildState, work: Work) -> Decision:
     key = attempt_key(phase, work.round)
     if key in s.blocked:
         return RaiseEscalation(
-            id=_next_id(s),
+            id=next_escalation_id(s),
             phase=phase,
             round=work.round,
             cause="permanent-failure",
@@ -392,7 +392,7 @@ def _guard(s: BuildState, work: Work) -> Decision:
     cut = s.interruptions.get(key, 0)
     if cut >= interruption_limit(s):
         return RaiseEscalation(
-            id=_next_id(s),
+            id=next_escalation_id(s),
             phase=phase,
             round=work.round,
             cause="interrupted",
@@ -404,7 +404,7 @@ def _guard(s: BuildState, work: Work) -> Decision:
     failures = s.attempts.get(key, 0)
     if failures >= s.config.policy.max_phase_attempts:
         return RaiseEscalation(
-            id=_next_id(s),
+            id=next_escalation_id(s),
             phase=phase,
             round=work.round,
             cause="attempts",
@@ -417,7 +417,8 @@ def _guard(s: BuildState, work: Work) -> Decision:
     return work
 
 
-def _next_id(s: BuildState) -> str:
+def next_escalation_id(s: BuildState) -> str:
+    """The id the next escalation of the build gets (e1, e2, …), whoever raises it."""
     return f"e{s.escalation_count + 1}"
 
 

@@ -52,6 +52,7 @@ from agentrun.kernel.decide import (
     decide,
 )
 from agentrun.kernel.state import BuildState
+from agentrun.runner import setup
 from agentrun.runner.basecheck import base_moved
 from agentrun.runner.build import BuildHandle, LogTamperedError, Observer, Silent
 from agentrun.runner.checks import run_check, run_finalize_step, skip_verify
@@ -306,6 +307,9 @@ class Runner:
             build.append([Draft(RunnerSetupFailed(error=str(exc)))])
             return
         before = user_refs(self.repo)
+        if not setup.ensure(build, workspace):
+            self._report_moved(build, before, setup.PHASE)
+            return  # it failed: the build parks with its output as the question
         work()
         self._report_moved(build, before, _phase_of(decision))
 
