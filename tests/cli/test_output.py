@@ -93,7 +93,13 @@ def test_a_quiet_session_still_prints_a_line_in_a_ci_log(repo_path: Path) -> Non
         repo_path,
         [
             {"phase": "plan", "verb": "plan", "text": "1. Add app.py.\n", "say": "planning"},
-            {"phase": "implement", "say": "writing app.py", "sleep": 3, "text": "add the app"},
+            {
+                "phase": "implement",
+                "say": "writing app.py",
+                "sleep": 3,
+                "text": "add the app",
+                "write": {"app.py": "print('app')\n"},
+            },
         ],
         extra='[[verify]]\nname = "slow"\ncommand = "echo checking-now; sleep 3"\n',
     )

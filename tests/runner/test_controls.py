@@ -13,6 +13,7 @@ from runner.helpers import (
     only_slug,
     payloads,
     run_cli,
+    script_toml,
     session_started,
     tip,
     types,
@@ -174,7 +175,8 @@ def test_retry_rearms_a_phase_out_of_attempts_and_resume_completes(
         f"retry recorded; run `git agentrun resume {slug}` to continue the build\n"
     )
     assert types(repo, slug)[-1] == "build.retry-requested"
-    (repo_path / SCRIPT).write_text("")  # whatever overloaded the model has passed
+    # Whatever overloaded the model has passed: implement now makes its change.
+    (repo_path / SCRIPT).write_text(script_toml([{"phase": "implement", "write": {"x.txt": "x"}}]))
     resumed = run_cli(repo_path, "resume", slug)
     assert resumed.returncode == 0, resumed.stderr
     assert "complete" in resumed.stdout

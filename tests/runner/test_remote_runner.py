@@ -337,7 +337,9 @@ def test_an_abort_pushed_from_elsewhere_cancels_the_running_session(tmp_path: Pa
 
 def test_status_on_another_clone_names_the_runner_seen_on_the_remote(tmp_path: Path) -> None:
     m = machines_with(
-        tmp_path, [{"phase": "implement", "sleep": 4}], extra='[sync]\nremote = "origin"\n'
+        tmp_path,
+        [{"phase": "implement", "sleep": 4, "write": {"x.txt": "x"}}],
+        extra='[sync]\nremote = "origin"\n',
     )
     slug = create(m.a)
     runner = Background(m.a, "resume", slug)

@@ -3,7 +3,6 @@ and that budgets, Ctrl-C and the private git dir keep working under isolation.""
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import pwd
@@ -152,7 +151,6 @@ def test_the_runner_makes_itself_non_dumpable() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["True", "True", "False"]
-    assert ctypes.CDLL(None).prctl(3, 0, 0, 0, 0) == 1  # this process was left alone
 
 
 # --- what isolated programs see -----------------------------------------------------

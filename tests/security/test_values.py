@@ -146,7 +146,7 @@ def test_what_agents_and_people_report_never_carries_a_secret_value(
     started = agentrun(repo_path, "run", "Add the feature", env=secret)
     repo = pygit2.Repository(str(repo_path))
     slug = only_build(repo)
-    assert started.returncode == 0, started.stdout + started.stderr
+    assert started.returncode == 4, started.stdout + started.stderr  # parked on its question
     (raised,) = payloads(repo, slug, "escalation.raised")
     answered = agentrun(repo_path, "answer", slug, f"yes, use {VALUE}", env=secret)
     assert answered.returncode == 0, answered.stderr
@@ -183,7 +183,7 @@ def test_an_escalation_is_recorded_while_the_agent_still_runs(
 
     started = agentrun(repo_path, "run", "Add the feature", env={"MY_SECRET": VALUE})
 
-    assert started.returncode == 0, started.stdout + started.stderr
+    assert started.returncode == 4, started.stdout + started.stderr  # parked on its question
     # The agent saw its question in the log before it exited.
     assert (state / "seen-while-running").read_text() == "implement@1"
     repo = pygit2.Repository(str(repo_path))

@@ -19,6 +19,7 @@ cd "$MNT" && git init -q -b main repo && cd repo
 printf '[roles]\ndefault = ["s"]\n' >.agentrun.toml
 printf '[runtimes.s]\nkind = "script"\nscript = "s.toml"\n' >>.agentrun.toml
 printf '[[step]]\nphase = "plan"\nattempt = 1\nverb = "escalate"\ntext = "Go on?"\n' >s.toml
+printf '[[step]]\nphase = "implement"\nwrite = { "done.txt" = "done" }\n' >>s.toml
 git add -A && git commit -qm start
 git agentrun run "Fill the disk" >/dev/null 2>&1
 dd if=/dev/zero of="$MNT/filler" bs=64k count=100000 2>/dev/null
