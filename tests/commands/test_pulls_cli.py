@@ -51,6 +51,8 @@ def test_checkout_show_diff_and_squash_merge(repo_path: Path, repo: pygit2.Repos
     assert message.splitlines()[0] == git(repo_path, "log", "-1", "--format=%s", "main")
     assert message.endswith(f"\n\nAgentrun-Build: {slug}")
     assert "adds app.txt" in message
+    subject = message.splitlines()[0]
+    assert message.count(subject) == 1  # a one-line goal is the subject, not said again
 
     gc = run_cli(repo_path, "gc")
     assert f"removed branch agentrun/{slug}" in gc.stdout, gc.stdout

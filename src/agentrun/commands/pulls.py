@@ -103,8 +103,11 @@ def merge_pull(
 def squash_message(repo: pygit2.Repository, info: ProposalInfo) -> str:
     """Subject: the proposal's title. Body: the build's summary (its goal and what the
     implementing agent said it did), then the ``Agentrun-Build`` trailer."""
-    lines = [info.title.strip() or f"Proposal #{info.number}", ""]
+    title = info.title.strip() or f"Proposal #{info.number}"
+    lines = [title, ""]
     summary = _summary(repo, info)
+    if summary == title or summary.startswith(title + "\n"):  # the goal's first line is
+        summary = summary[len(title) :].strip()  # the title already: not twice
     if summary:
         lines += [summary, ""]
     if info.build:
