@@ -85,11 +85,14 @@ class Sandbox:
 
 
 def _package_of(program: Path) -> Path:
-    """The folder a program needs: its own, or the whole ``node_modules`` it lives in (an
-    npm CLI loads its platform binary from a sibling package)."""
+    """The folder a program needs: its own, the whole ``node_modules`` it lives in (an
+    npm CLI loads its platform binary from a sibling package), or the whole virtualenv
+    whose ``bin`` holds it (aider's imports live in that venv's ``lib``)."""
     parts = program.parts
     if "node_modules" in parts:
         return Path(*parts[: parts.index("node_modules") + 1])
+    if program.parent.name == "bin" and (program.parent.parent / "pyvenv.cfg").is_file():
+        return program.parent.parent
     return program.parent
 
 

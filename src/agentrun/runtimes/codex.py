@@ -167,8 +167,12 @@ def thread_totals(env: Mapping[str, str], thread_id: str) -> tuple[int, int]:
 
 
 class CodexRuntime(CliRuntime):
-    def argv(self, binary: str, resume: str | None) -> list[str]:
-        argv = [binary, "exec", "--json", "--skip-git-repo-check", "-s", "workspace-write"]
+    def argv(self, binary: str, resume: str | None, isolated: bool = False) -> list[str]:
+        # Isolated by agentrun (bubblewrap or an unprivileged account), Codex's own
+        # sandbox cannot start inside ours (its bubblewrap needs namespaces we take away),
+        # and every tool call would fail: agentrun's sandbox is then the one that holds.
+        mode = "danger-full-access" if isolated else "workspace-write"
+        argv = [binary, "exec", "--json", "--skip-git-repo-check", "-s", mode]
         for setting in SETTINGS:
             argv += ["-c", setting]
         if self.config.model:
@@ -190,12 +194,17 @@ class CodexRuntime(CliRuntime):
             handle.transcript.append(f"[agentrun] continuing Codex thread {resume}\n")
             before = thread_totals(env, resume)
         stream = CodexStream(handle, control)
-        done = run_cli(self.argv(binary, resume), handle, control, env, stream.line, prompt)
+        isolated = handle.spec.sandbox is not None
+        done = run_cli(
+            self.argv(binary, resume, isolated), handle, control, env, stream.line, prompt
+        )
         if resume and isinstance(done, procs.Finished) and _thread_gone(done, stream):
             handle.transcript.append(f"[agentrun] thread {resume} is gone here; starting fresh\n")
             before = (0, 0)
             stream = CodexStream(handle, control)
-            done = run_cli(self.argv(binary, None), handle, control, env, stream.line, prompt)
+            done = run_cli(
+                self.argv(binary, None, isolated), handle, control, env, stream.line, prompt
+            )
         if stream.thread_id:
             handle.runtime_session_id = stream.thread_id
         self._drain_outbox(handle)
