@@ -306,9 +306,7 @@ def test_auto_under_github_actions_isolates_a_real_build(tmp_path: Path) -> None
 # --- a real agent CLI, isolated ------------------------------------------------------
 
 
-# Namespace only: as the agent account, Claude Code failed now and then (2 runs in 5, on a
-# loaded machine) with EACCES creating $TMPDIR/claude-<uid> in the per-build HOME.
-@pytest.mark.parametrize("mode", ["namespace"])
+@pytest.mark.parametrize("mode", ISOLATED)
 def test_claude_code_runs_a_whole_build_isolated_and_resumes_its_session(
     repo_path: Path, repo: pygit2.Repository, mode: str
 ) -> None:
