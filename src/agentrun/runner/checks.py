@@ -51,9 +51,28 @@ def _run_command(
     build: BuildHandle, workspace: Workspace, phase: str, command: str
 ) -> procs.Finished:
     """Run a step's command in the worktree; an abort request cancels it at once."""
-    state = build.state
+    config = build.state.config
     family, _, name = phase.partition(":")
-    steps = state.config.verify if family == "verify" else state.config.finalize
+    steps = config.verify if family == "verify" else config.finalize
+    pass_env = next((s.pass_env for s in steps if s.name == name), ())
+    argv = ["bash", "-c", command]
+    return run_in_worktree(
+        build, workspace, phase, argv, config.policy.check_timeout_seconds, pass_env
+    )
+
+
+def run_in_worktree(
+    build: BuildHandle,
+    workspace: Workspace,
+    phase: str,
+    argv: list[str],
+    timeout: float,
+    pass_env: tuple[str, ...],
+) -> procs.Finished:
+    """A command that runs the agent's code (tests, a build script, setup): in the
+    worktree, with the checks' environment, isolated as the agent was, and cancelled at
+    once by an abort request."""
+    state = build.state
     env = session_env(
         state.slug,
         phase,
@@ -61,18 +80,17 @@ def _run_command(
         "none",
         git_dir=common_dir(build.repo),
         secret=state.config.secrets.env,
-        pass_env=next((s.pass_env for s in steps if s.name == name), ()),
+        pass_env=pass_env,
     )
-    # The command runs the agent's code (tests, a build script): isolated as the agent was.
     sandbox = isolation.for_worktree(build.repo, state.config, state.slug, workspace.path)
     cancel = threading.Event()
     watcher = AbortWatcher(build.repo, state.slug, cancel)
     try:
         return procs.run_tree(
-            ["bash", "-c", command],
+            argv,
             cwd=workspace.path,
             env=env,
-            timeout=state.config.policy.check_timeout_seconds,
+            timeout=timeout,
             cancel=cancel,
             on_line=build.observer.activity,
             sandbox=sandbox,

@@ -14,21 +14,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import time
 from pathlib import Path
 
 import pygit2
 
-from agentrun import gitcli, isolation, procs
+from agentrun import gitcli, procs
 from agentrun.config import SetupStep
 from agentrun.events import EscalationRaised, ObservationRecorded
-from agentrun.gitrepo import common_dir, tree_at
+from agentrun.gitrepo import tree_at
 from agentrun.kernel.decide import next_escalation_id
 from agentrun.kernel.paths import spec
 from agentrun.runner.build import BuildHandle
-from agentrun.runner.environment import session_env
-from agentrun.runner.watch import AbortWatcher
+from agentrun.runner.checks import run_in_worktree
 from agentrun.runner.workspace import Workspace
 from agentrun.store.log import Draft
 
@@ -124,36 +122,12 @@ def _recorded(marker: Path) -> str | None:
 
 
 def _run(build: BuildHandle, workspace: Workspace, step: SetupStep) -> procs.Finished:
-    state = build.state
-    env = session_env(
-        state.slug,
-        PHASE,
-        state.impl_round,
-        "none",
-        git_dir=common_dir(build.repo),
-        secret=state.config.secrets.env,
-        pass_env=step.pass_env,
-    )
-    argv = (
-        ["bash", "-c", step.command] if isinstance(step.command, str) else list(step.command or ())
-    )
-    sandbox = isolation.for_worktree(build.repo, state.config, state.slug, workspace.path)
-    cancel = threading.Event()
-    watcher = AbortWatcher(build.repo, state.slug, cancel)
+    command = step.command or ()
+    argv = ["bash", "-c", command] if isinstance(command, str) else list(command)
     try:
-        return procs.run_tree(
-            argv,
-            cwd=workspace.path,
-            env=env,
-            timeout=step.timeout_seconds,
-            cancel=cancel,
-            on_line=build.observer.activity,
-            sandbox=sandbox,
-        )
+        return run_in_worktree(build, workspace, PHASE, argv, step.timeout_seconds, step.pass_env)
     except OSError as exc:
         return procs.Finished(exit_code=127, output=f"cannot start {argv[0]!r}: {exc}\n")
-    finally:
-        watcher.stop()
 
 
 def _problem(done: procs.Finished, step: SetupStep) -> str | None:
