@@ -40,7 +40,7 @@ from agentrun.kernel.decide import (
     decide,
 )
 from agentrun.kernel.evolve import evolve
-from agentrun.kernel.state import BuildState, initial_state
+from agentrun.kernel.state import BuildState, attempt_key, initial_state
 
 # Every behaviour, once each in a script.
 ACTS: tuple[ActKind, ...] = (
@@ -78,7 +78,14 @@ FINALIZE = (
     FinalizeStep(name="notes", command="make notes"),
     FinalizeStep(name="changelog", agent="docs"),
 )
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Derandomized: CI runs the same 150 examples every time (new seeds find new cases:
+# set derandomize=False and run it a few times when changing the kernel).
+SETTINGS = settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @dataclass(frozen=True)
@@ -245,8 +252,11 @@ def test_the_guards_hold_at_every_decision(scenario: Scenario) -> None:
             assert decision.round <= limit
         elif isinstance(decision, RunFinalizeStep):
             assert 1 <= decision.attempt <= policy.max_phase_attempts + 3
-            # Finalize steps fail only by being cut short: each earlier run was one.
-            cut_short = decision.attempt - 1
+            # A step given up is one cut short that often; a session that failed to start
+            # (its role has no runtime) counts as an attempt but was not cut short.
+            key = attempt_key(f"finalize:{decision.step}", state.impl_round)
+            cut_short = state.interruptions.get(key, 0)
+            assert cut_short <= decision.attempt - 1
             assert decision.give_up == (cut_short >= policy.max_phase_attempts + 2)
         elif isinstance(decision, RaiseEscalation):
             assert decision.id == f"e{state.escalation_count + 1}"

@@ -470,9 +470,10 @@ def serve_github(folder: Path) -> Iterator[GitHubAPI]:
         _end_group(proc)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def github_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitHubAPI]:
-    """Prism serving GitHub's description, behind the recording proxy, for the session."""
+    """Prism serving GitHub's description, behind the recording proxy, one per module: a
+    whole session's Prism was lost to process clean-ups of tests in other modules."""
     with serve_github(tmp_path_factory.mktemp("prism")) as api:
         yield api
 
