@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -305,9 +306,23 @@ class Background:
             start_new_session=True,
         )
 
+    def readline(self) -> str:
+        assert self.proc.stdout is not None
+        return self.proc.stdout.readline()
+
     def wait(self, timeout: float = WAIT_SECONDS) -> tuple[int, str]:
-        out, _ = self.proc.communicate(timeout=timeout)
-        return self.proc.returncode, out
+        """The exit code and the rest of the output.
+
+        Read through the same text stream as ``readline``: ``communicate`` reads the pipe
+        itself and would lose what ``readline`` had already buffered.
+        """
+        stream, rest = self.proc.stdout, []
+        assert stream is not None
+        reader = threading.Thread(target=lambda: rest.append(stream.read()), daemon=True)
+        reader.start()
+        code = self.proc.wait(timeout=timeout)
+        reader.join(timeout=timeout)
+        return code, "".join(rest)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -21,8 +21,7 @@ def test_follow_streams_a_running_build_until_it_completes(
     with background(repo_path, "run", GOAL) as runner:
         slug = only_slug(repo_path)
         with background(repo_path, "log", slug, "--follow") as follower:
-            assert follower.proc.stdout is not None
-            first = follower.proc.stdout.readline()
+            first = follower.readline()
             assert "build.created" in first
             assert "build.completed" not in types(repo, slug), "shown while it ran"
             code, rest = follower.wait(timeout=60)
