@@ -40,6 +40,10 @@ How to use it (the fixture lives in ``tests/conftest.py``, so any test can ask f
   second page (the description's own ``Link`` example is dropped), until ``clear()``.
 - ``readied``: the pull request node ids the GraphQL stub marked ready for review.
 - ``drafted``: the pull request node ids the GraphQL stub put back into draft.
+- ``fail(method, path, fault, times=1)``: answer the next ``times`` matching requests
+  with ``fault`` (``support.faults``: a secondary rate limit, a 502, ...) instead of
+  Prism's answer; the request is still validated by Prism. Recorded with
+  ``injected=True``, and not counted as refused. Until ``clear()``.
 - ``respond(method, path, answer)``: once Prism has accepted a matching request
   (``path`` a regular expression matched in full), send ``answer(example)`` instead of
   its example (``answer`` may also be a plain value). For flows that need answers the
@@ -77,6 +81,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from support.faults import Fault, Faults
 from support.graphql_stub import GraphQLStub
 from support.http_body import read_body
 
@@ -124,6 +129,7 @@ class Recorded:
     status: int
     violations: str | None
     headers: dict[str, str] = field(default_factory=dict)
+    injected: bool = False  # answered by a fault (``fail``), not by Prism
 
     def __str__(self) -> str:
         extra = f" [{self.violations}]" if self.violations else ""
@@ -142,6 +148,7 @@ class GitHubAPI:
         self._codes: list[tuple[str, re.Pattern[str], int]] = []
         self._paged: list[re.Pattern[str]] = []
         self._answers: dict[tuple[str, str], Any] = {}
+        self.faults = Faults()
 
     @property
     def requests(self) -> list[Recorded]:
@@ -166,6 +173,7 @@ class GitHubAPI:
             self._codes.clear()
             self._paged.clear()
             self._answers.clear()
+        self.faults.clear()
         self.stub.readied.clear()
         self.stub.drafted.clear()
 
@@ -200,6 +208,10 @@ class GitHubAPI:
                 if want == method and rx.fullmatch(path):
                     return code
         return None
+
+    def fail(self, method: str, path: str, fault: Fault, times: int = 1) -> None:
+        """Answer the next ``times`` ``method`` requests on ``path`` with ``fault``."""
+        self.faults.add(method, path, fault, times)
 
     def respond(self, method: str, path: str, answer: Any) -> None:
         """Answer accepted ``method`` requests on ``path`` with ``answer`` (see above)."""
@@ -239,7 +251,8 @@ class GitHubAPI:
         bad = []
         for r in self.requests:
             asked = r.headers.get("prefer", "")
-            if r.violations or r.status == 422 or (r.status >= 400 and "code=" not in asked):
+            unasked = r.status >= 400 and "code=" not in asked and not r.injected
+            if r.violations or r.status == 422 or unasked:
                 bad.append(r)
         return bad
 
@@ -358,6 +371,9 @@ def _handler(api: GitHubAPI, upstream: tuple[str, int]) -> type[BaseHTTPRequestH
                 violations = _request_violations(dict(out_headers).get("sl-violations"))
                 if status < 300 and not violations:
                     out = api.scripted(self.command, split.path, out) or out
+            fault = api.faults.take(self.command, split.path)
+            if fault is not None:
+                status, out, out_headers = fault.answer()
             api.record(
                 Recorded(
                     method=self.command,
@@ -367,6 +383,7 @@ def _handler(api: GitHubAPI, upstream: tuple[str, int]) -> type[BaseHTTPRequestH
                     status=status,
                     violations=violations or None,
                     headers=headers,
+                    injected=fault is not None,
                 )
             )
             self.send_response(status)
