@@ -21,7 +21,12 @@ from support.prism import GitHubAPI
 from agentrun.errors import AgentrunError, ForgeError
 from agentrun.forge.base import open_forge
 from agentrun.forge.github import GitHubForge
-from agentrun.forge.github_http import MAX_WAIT_SECONDS, RetryWaitError
+from agentrun.forge.github_http import (
+    MAX_WAIT_SECONDS,
+    SECONDS_BETWEEN_WRITES,
+    WRITE_SECONDS,
+    RetryWaitError,
+)
 
 REPO = "/repos/octocat/Hello-World"
 COMMENTS = f"{REPO}/issues/3/comments"
@@ -149,6 +154,34 @@ def test_a_job_out_of_time_still_retries_what_needs_no_wait(
     github_env.fail("GET", f"{REPO}/pulls/1347", bad_gateway())
     assert github(repo, seconds_left=-1).get(1347).number == 1347  # the first retry is at once
     assert statuses(github_env, "GET", f"{REPO}/pulls/1347") == [502, 200]
+
+
+# --- the write throttle -------------------------------------------------------------------------
+
+
+def test_writes_are_a_second_apart_as_github_asks(
+    github_env: GitHubAPI, repo: pygit2.Repository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lower bound on the gap, which a slow machine only widens: not a speed test."""
+    monkeypatch.delenv(WRITE_SECONDS)
+    forge = github(repo)
+    forge.comment(3, "one")
+    forge.comment(3, "two")
+    first, second = github_env.find("POST", COMMENTS)
+    assert second.at - first.at >= SECONDS_BETWEEN_WRITES * 0.9  # PyGithub rounds its clock
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "nan", "inf"])
+def test_a_bad_write_interval_is_one_line(
+    github_env: GitHubAPI, repo: pygit2.Repository, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(WRITE_SECONDS, value)
+    with pytest.raises(ForgeError) as caught:
+        github(repo)
+    assert str(caught.value) == (
+        f"{WRITE_SECONDS}={value!r}: expected a number of seconds, 0 or more"
+    )
+    assert github_env.requests == []
 
 
 # --- the repository's setting for Actions -------------------------------------------------------

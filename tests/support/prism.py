@@ -22,13 +22,14 @@ How to use it (the fixture lives in ``tests/conftest.py``, so any test can ask f
 - ``url``: the REST base URL (give it as ``GITHUB_API_URL``); ``graphql_url``: the
   GraphQL endpoint (``GITHUB_GRAPHQL_URL``).
 - ``env(repository="octocat/Hello-World", token=TOKEN)``: the variables agentrun's
-  ``github`` forge reads, pointing at this server.
+  ``github`` forge reads, pointing at this server (writes not spaced out).
 - ``requests``: a snapshot list of ``Recorded`` (``method``, ``path`` without the query,
   ``query`` as ``{name: [values]}``, ``body`` parsed JSON or ``None``, ``status``,
   ``violations`` (what Prism's ``sl-violations`` header says about the request, not
   about its own example answers; or the GraphQL errors), ``headers``
-  with lower-case names); ``find(method, path)`` filters it (``path`` is a regular
-  expression matched in full); ``graphql()`` gives the GraphQL requests.
+  with lower-case names, ``injected``, ``at``: its arrival on ``time.monotonic()``);
+  ``find(method, path)`` filters it (``path`` is a regular expression matched in
+  full); ``graphql()`` gives the GraphQL requests.
 - ``clear()``: forget what was recorded (call it first in each test).
 - ``answer_with(method, path, code)``: Prism answers ``code`` to matching requests (the
   proxy adds ``Prefer: code=CODE``), until ``clear()``: a 404 for an unknown
@@ -130,6 +131,7 @@ class Recorded:
     violations: str | None
     headers: dict[str, str] = field(default_factory=dict)
     injected: bool = False  # answered by a fault (``fail``), not by Prism
+    at: float = 0.0  # when it arrived (``time.monotonic()``)
 
     def __str__(self) -> str:
         extra = f" [{self.violations}]" if self.violations else ""
@@ -237,6 +239,8 @@ class GitHubAPI:
             "GITHUB_GRAPHQL_URL": self.graphql_url,
             "GITHUB_TOKEN": token,
             "GITHUB_REPOSITORY": repository,
+            # Writes unthrottled: the tests' flows write in bursts no real job makes.
+            "AGENTRUN_GITHUB_WRITE_SECONDS": "0",
         }
 
     def find(self, method: str, path: str) -> list[Recorded]:
@@ -353,6 +357,7 @@ def _handler(api: GitHubAPI, upstream: tuple[str, int]) -> type[BaseHTTPRequestH
             pass
 
         def _serve(self) -> None:
+            arrived = time.monotonic()
             raw, body = read_body(self)
             split = urlsplit(self.path)
             headers = {k.lower(): v for k, v in self.headers.items()}
@@ -384,6 +389,7 @@ def _handler(api: GitHubAPI, upstream: tuple[str, int]) -> type[BaseHTTPRequestH
                     violations=violations or None,
                     headers=headers,
                     injected=fault is not None,
+                    at=arrived,
                 )
             )
             self.send_response(status)

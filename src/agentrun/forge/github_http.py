@@ -19,6 +19,8 @@ Imported only where the client is built: PyGithub loads with it.
 
 from __future__ import annotations
 
+import math
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,10 +40,12 @@ if TYPE_CHECKING:
 TIMEOUT_SECONDS = 30
 PER_PAGE = 100
 # GitHub: "wait at least one second between each" POST, PATCH, PUT or DELETE, to stay
-# clear of the secondary rate limit. Reads are not throttled: agentrun makes them one
-# at a time, which is what GitHub asks of reads.
+# clear of the secondary rate limit (``WRITE_SECONDS`` in the environment sets another
+# interval; 0 turns it off). Reads are not throttled: agentrun makes them one at a
+# time, which is what GitHub asks of reads.
 SECONDS_BETWEEN_WRITES = 1.0
 SECONDS_BETWEEN_REQUESTS = None
+WRITE_SECONDS = "AGENTRUN_GITHUB_WRITE_SECONDS"
 # Three retries: a 5xx waits 0 s, 2 s, then 4 s (urllib3's backoff, factor 1); a refused
 # connection is tried twice more.
 RETRIES = 3
@@ -117,9 +121,23 @@ def client(api_url: str, token: str, stop_at: float | None) -> Github:
         per_page=PER_PAGE,
         retry=retry,
         seconds_between_requests=SECONDS_BETWEEN_REQUESTS,
-        seconds_between_writes=SECONDS_BETWEEN_WRITES,
+        seconds_between_writes=write_interval(os.environ),
         lazy=True,  # objects fetch only when an attribute is read: fewer requests
     )
+
+
+def write_interval(environ: dict[str, str] | os._Environ[str]) -> float | None:
+    """The seconds between two writes: ``WRITE_SECONDS``, else GitHub's one second."""
+    text = environ.get(WRITE_SECONDS)
+    if text is None:
+        return SECONDS_BETWEEN_WRITES
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise ForgeError(f"{WRITE_SECONDS}={text!r}: expected a number of seconds, 0 or more")
+    return seconds or None
 
 
 @contextmanager
