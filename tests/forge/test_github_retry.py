@@ -249,3 +249,35 @@ def test_without_a_cursor_or_its_comment_every_comment_is_read(
     reads = github_env.find("GET", COMMENTS)
     assert [r.query.get("since") for r in reads] == [None, None]
     github_env.assert_accepted()
+
+
+# --- through `git agentrun action --time-limit` ------------------------------------------------
+
+
+def test_an_actions_time_limit_bounds_the_forges_waits(
+    github_api: GitHubAPI, tmp_path: Path
+) -> None:
+    """The job's --time-limit reaches the forge: a wait past it is given up, said in the
+    build's log, and the job goes on (the status comment is the next job's to write)."""
+    from action.github_flow import Site, labeled, must, remote_events
+
+    github_api.clear()
+    site = Site(tmp_path, github_api)
+    site.configure([])
+    github_api.fail("GET", ".*", secondary_rate_limit(retry_after=3600))
+    job = site.job(
+        "issues", labeled(7, "Fix the greeting", "", "maintainer"), args=("--time-limit", "5")
+    )
+    must(job.run())  # within the job's 90 s: the hour was not waited for
+
+    assert len([r for r in github_api.requests if r.injected]) == 1
+    notes = [
+        e.payload.text
+        for e in remote_events(site, "issue-7-fix-the-greeting")
+        if e.type == "observation.recorded"
+    ]
+    assert any(
+        "GitHub asks to retry after 403 in 3600 s, longer than the" in note
+        and "s the job has left; not waiting (run again later)" in note
+        for note in notes
+    ), notes
