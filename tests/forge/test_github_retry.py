@@ -15,7 +15,13 @@ from pathlib import Path
 import pygit2
 import pytest
 from conftest import git, make_repo
-from support.faults import Fault, actions_may_not_open, bad_gateway, secondary_rate_limit
+from support.faults import (
+    Fault,
+    actions_may_not_open,
+    bad_gateway,
+    hang_up,
+    secondary_rate_limit,
+)
 from support.prism import GitHubAPI
 
 from agentrun.errors import AgentrunError, ForgeError
@@ -95,6 +101,14 @@ def test_a_bad_gateway_on_a_post_is_not_retried(
     with pytest.raises(ForgeError, match=r"^github: could not comment on #3: 502 Server Error$"):
         github(repo).comment(3, "hello")
     assert statuses(github_env, "POST", COMMENTS) == [502]
+
+
+def test_a_broken_read_is_not_retried(github_env: GitHubAPI, repo: pygit2.Repository) -> None:
+    """GitHub may have done what was asked before the connection broke: not asked twice."""
+    github_env.fail("PATCH", f"{REPO}/pulls/1347", hang_up())
+    with pytest.raises(ForgeError, match=r"could not update the description of #1347: cannot"):
+        github(repo).update_body(1347, "new body")
+    assert len(github_env.find("PATCH", f"{REPO}/pulls/1347")) == 1
 
 
 def test_a_rate_limit_that_holds_is_given_up_after_the_retries(

@@ -25,7 +25,7 @@ DOCS = "https://docs.github.com/rest"
 
 @dataclass(frozen=True)
 class Fault:
-    status: int
+    status: int  # 0: hang up without answering
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
 
@@ -65,6 +65,11 @@ def actions_may_not_open() -> Fault:
             "status": "403",
         },
     )
+
+
+def hang_up() -> Fault:
+    """No answer at all: the connection closes once the request is read."""
+    return Fault(0, {})
 
 
 def graphql_error(message: str) -> Fault:

@@ -392,6 +392,9 @@ def _handler(api: GitHubAPI, upstream: tuple[str, int]) -> type[BaseHTTPRequestH
                     at=arrived,
                 )
             )
+            if fault is not None and fault.status == 0:
+                self.close_connection = True
+                return
             self.send_response(status)
             for name, value in out_headers:
                 self.send_header(name, value)

@@ -108,7 +108,7 @@ def client(api_url: str, token: str, stop_at: float | None) -> Github:
         stop_at=stop_at,
         total=RETRIES,
         connect=2,
-        read=0,
+        read=False,  # a broken read is raised as it is, never retried
         allowed_methods=frozenset({*Retry.DEFAULT_ALLOWED_METHODS, "POST", "PATCH"}),
         backoff_factor=BACKOFF_FACTOR,
         status_forcelist=[429, *range(500, 600)],  # GithubRetry adds 403
