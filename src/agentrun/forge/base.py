@@ -137,7 +137,8 @@ class HostedForge(Forge, Protocol):
         """Reviews of the proposal with an id greater than ``after_id``, oldest first."""
 
 
-ForgeFactory = Callable[[pygit2.Repository], Forge]
+# (repository, stop_at): ``stop_at`` is the job's ``time.monotonic()`` deadline, or None.
+ForgeFactory = Callable[[pygit2.Repository, float | None], Forge]
 _REGISTRY: dict[str, ForgeFactory] = {}
 MODULES = {"local": "agentrun.forge.local", "github": "agentrun.forge.github"}
 
@@ -155,13 +156,14 @@ def forge_kind(repo: pygit2.Repository, kind: str) -> str:
     return "github" if "github.com" in url else "local"
 
 
-def open_forge(repo: pygit2.Repository, kind: str) -> Forge:
+def open_forge(repo: pygit2.Repository, kind: str, stop_at: float | None = None) -> Forge:
+    """The forge of ``kind``; a hosted one waits out no rate limit past ``stop_at``."""
     kind = forge_kind(repo, kind)
     if kind not in _REGISTRY and kind in MODULES:
         importlib.import_module(MODULES[kind])  # registers itself
 
     try:
-        return _REGISTRY[kind](repo)
+        return _REGISTRY[kind](repo, stop_at)
     except KeyError:
         raise ConfigError(
             f"unknown forge {kind!r}; known: {', '.join(sorted(_REGISTRY))}"
