@@ -26,7 +26,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")  # before HOME moves
 CACHES = {"PIP_CACHE_DIR": str(CACHE / "pip"), "UV_CACHE_DIR": str(CACHE / "uv")}
-BIN = Path(sys.executable).parent  # this venv's: pipx, uv and git are found here first
+BIN = Path(sys.executable).parent  # this venv's pipx and uv
 INSTALL_SECONDS = 300
 
 # What a checkout may hold that is no part of the package: planted in the copy that is
@@ -56,11 +56,13 @@ class Dist:
 
 
 def env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The test's environment with the real caches, no AGENTRUN_* and this venv's bin."""
+    """The test's environment with the real caches, no AGENTRUN_* and no venv of its own:
+    this venv's bin leaves PATH, so its editable ``git-agentrun`` cannot stand in."""
     out = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUN_")}
     out.pop("VIRTUAL_ENV", None)
+    path = out.get("PATH", "").split(os.pathsep)
+    out["PATH"] = os.pathsep.join(p for p in path if p and Path(p) != BIN)
     out.update(CACHES)
-    out["PATH"] = f"{BIN}{os.pathsep}{out.get('PATH', '')}"
     out.update(extra or {})
     return out
 
