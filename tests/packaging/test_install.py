@@ -110,6 +110,7 @@ def test_the_action_without_the_extra_is_one_line_naming_it(bare: Venv, tmp_path
     done = run(["git", "agentrun", "action"], repo, bare.env(job))
     refused_for_want_of_pygithub(done, "pip install 'git-agentrun[github]'")
     nothing_built(bare.bin, repo)
+    assert "state=" in outputs.read_text()  # the job's outputs are written, empty
 
 
 def installed_tool(bin_dir: Path, tmp_path: Path, hint: str) -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -24,7 +25,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")  # before HOME moves
+ACCOUNT = Path(pwd.getpwuid(os.getuid()).pw_dir)  # HOME is moved for each test
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or ACCOUNT / ".cache")
 CACHES = {"PIP_CACHE_DIR": str(CACHE / "pip"), "UV_CACHE_DIR": str(CACHE / "uv")}
 BIN = Path(sys.executable).parent  # this venv's pipx and uv
 INSTALL_SECONDS = 300
