@@ -100,6 +100,23 @@ def test_the_github_forge_asked_for_is_one_line_naming_the_extra(
     nothing_built(bare.bin, repo)
 
 
+def test_a_folder_named_github_on_the_path_is_not_pygithub(bare: Venv, tmp_path: Path) -> None:
+    """A checkout's ``github/`` folder (a namespace package to Python) passes for no
+    library: auto still builds locally, and the github forge is still refused."""
+    shadow = tmp_path / "shadow"
+    (shadow / "github").mkdir(parents=True)
+    (shadow / "github" / "Github.py").write_text("raise SystemExit('imported the shadow')\n")
+    on_path = bare.env({"PYTHONPATH": str(shadow)})
+    repo = github_clone(tmp_path / "project")
+    done = run(["git", "agentrun", "run", "change a file"], repo, on_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (build,) = json.loads(agentrun_in(bare.bin, repo, "status", "--json").stdout)["builds"]
+    assert build["proposal"]["forge"] == "local"
+    asked = github_clone(tmp_path / "asked", kind="github")
+    done = run(["git", "agentrun", "run", "change a file"], asked, on_path)
+    refused_for_want_of_pygithub(done, "pip install 'git-agentrun[github]'")
+
+
 def test_the_action_without_the_extra_is_one_line_naming_it(bare: Venv, tmp_path: Path) -> None:
     repo = github_clone(tmp_path / "project")
     event = tmp_path / "event.json"
