@@ -75,6 +75,22 @@ def test_the_versions_agree_and_pygithub_is_not_installed(bare: Venv) -> None:
     assert shown == f"agentrun {agentrun.__version__}"
 
 
+IMPORT_ALL = """
+import importlib, pkgutil, sys
+import agentrun
+names = [m.name for m in pkgutil.walk_packages(agentrun.__path__, "agentrun.")]
+for name in names:
+    if name not in ("agentrun.forge.github", "agentrun.__main__"):  # __main__ runs the CLI
+        importlib.import_module(name)
+print(len(names), "github" in sys.modules)
+"""
+
+
+def test_only_the_github_forge_module_imports_pygithub(bare: Venv) -> None:
+    count, imported = check([bare.bin / "python", "-c", IMPORT_ALL]).stdout.split()
+    assert int(count) > 50 and imported == "False"
+
+
 def test_the_demo_runs_without_the_github_extra(bare: Venv, tmp_path: Path) -> None:
     done = agentrun_in(bare.bin, tmp_path, "demo")
     assert done.returncode == 0, done.stderr
