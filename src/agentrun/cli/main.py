@@ -753,8 +753,11 @@ def action(config_path: str, time_limit: float | None, label: str, remote: str) 
     from agentrun.commands.action import GitHubEvent, outputs_written
     from agentrun.commands.action import action as act
     from agentrun.commands.build import deadline
+    from agentrun.commands.steer import FORGE
+    from agentrun.forge.base import require_forge
 
     with outliving_readers(), outputs_written(os.environ) as result:
+        require_forge(FORGE)  # before any step, so the job fails in one line
         event = GitHubEvent.from_env(os.environ)
         act(_repo(), event, config_path, remote, deadline(time_limit), label or None, result)
         for line in result.lines:

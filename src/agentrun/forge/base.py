@@ -11,6 +11,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import pygit2
 
+from agentrun import extras
 from agentrun.errors import ConfigError
 
 
@@ -148,18 +149,26 @@ def register(kind: str, factory: ForgeFactory) -> None:
 
 
 def forge_kind(repo: pygit2.Repository, kind: str) -> str:
-    """``auto`` is ``github`` when ``origin`` is on github.com, else ``local``."""
+    """``auto`` is ``github`` when ``origin`` is on github.com and the github extra is
+    installed, else ``local``: a clone of a GitHub project builds locally without it."""
     if kind != "auto":
         return kind
     names = [n for n in repo.remotes.names() if n]
     url = (repo.remotes["origin"].url or "") if "origin" in names else ""
-    return "github" if "github.com" in url else "local"
+    return "github" if "github.com" in url and extras.installed("github") else "local"
+
+
+def require_forge(kind: str) -> None:
+    """Refuse a forge asked for by name whose extra is not installed (one line, exit 1)."""
+    if kind in extras.EXTRAS:
+        extras.require(kind, f"the {kind} forge")
 
 
 def open_forge(repo: pygit2.Repository, kind: str, stop_at: float | None = None) -> Forge:
     """The forge of ``kind``; a hosted one waits out no rate limit past ``stop_at``."""
     kind = forge_kind(repo, kind)
     if kind not in _REGISTRY and kind in MODULES:
+        require_forge(kind)
         importlib.import_module(MODULES[kind])  # registers itself
 
     try:
