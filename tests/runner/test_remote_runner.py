@@ -210,8 +210,9 @@ def test_a_killed_runner_is_swept_and_finished_from_another_clone(
 
 
 def test_an_answer_pushed_meanwhile_is_merged_not_lost(tmp_path: Path) -> None:
+    # B syncs and pauses while A's implement session runs: long enough for a loaded machine.
     m = machines_with(
-        tmp_path, [{"phase": "implement", "sleep": 3}], extra='[sync]\nremote = "origin"\n'
+        tmp_path, [{"phase": "implement", "sleep": 8}], extra='[sync]\nremote = "origin"\n'
     )
     slug = create(m.a)
     runner = Background(m.a, "resume", slug)  # the remote comes from [sync] remote

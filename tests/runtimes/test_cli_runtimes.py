@@ -218,8 +218,9 @@ def claude_table(url: str) -> dict[str, Any]:
 # Where bubblewrap is installed (isolation uses it), Codex runs its sandbox through it and
 # first links its helper binaries into CODEX_HOME; it refuses to do that under the system
 # temp folder ("Refusing to create helper binaries under temporary dir"), and every tool
-# call then fails. So the tests' Codex homes live under /var/tmp, removed at the end.
-CODEX_HOMES = Path("/var/tmp/agentrun-test-codex")
+# call then fails. So the tests' Codex homes live under /var/tmp, removed at the end; one
+# folder per test process, so that parallel workers do not remove each other's.
+CODEX_HOMES = Path(f"/var/tmp/agentrun-test-codex-{os.getpid()}")
 
 
 @pytest.fixture(autouse=True, scope="module")

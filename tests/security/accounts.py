@@ -24,7 +24,10 @@ def ensure_ci_user() -> str:
     try:
         pwd.getpwnam(CI_USER)
     except KeyError:
-        as_root("useradd", "--create-home", "--shell", "/bin/sh", CI_USER)
+        try:
+            as_root("useradd", "--create-home", "--shell", "/bin/sh", CI_USER)
+        except subprocess.CalledProcessError:
+            pwd.getpwnam(CI_USER)  # a parallel test worker created it meanwhile
     # This venv's Python may live under root's HOME (pyenv): the CI user must run it.
     python = Path(sys.executable).resolve()
     closed = [str(p) for p in python.parents if not p.stat().st_mode & stat.S_IXOTH]

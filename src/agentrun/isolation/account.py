@@ -10,16 +10,20 @@ files stay the runner's, and a default ACL keeps what the agent creates usable b
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pwd
 import stat
 import subprocess
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from agentrun.isolation.levels import IsolationError
 from agentrun.isolation.probe import as_root
 
+LOCK_FOLDER = Path("/run/lock")  # world-writable, like /tmp, and emptied at boot
 SUDO_VARIABLES = ("SUDO_COMMAND", "SUDO_USER", "SUDO_UID", "SUDO_GID", "SUDO_HOME")
 
 
@@ -32,9 +36,11 @@ def _root() -> list[str]:
 
 def ensure(name: str) -> tuple[int, int]:
     """The account's uid and gid; a missing account is created (a system account)."""
-    try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
+    with suppress(KeyError):
+        return _ids(name)
+    with _one_creator():
+        with suppress(KeyError):
+            return _ids(name)  # another runner created it while this one waited
         _sh(
             [
                 *_root(),
@@ -50,7 +56,37 @@ def ensure(name: str) -> tuple[int, int]:
             ],
             f"cannot create the account {name}",
         )
-        entry = pwd.getpwnam(name)
+    return _ids(name)
+
+
+@contextmanager
+def _one_creator() -> Iterator[None]:
+    """One account creation at a time on this machine.
+
+    useradd looks the name up before it locks /etc/passwd, so two runners starting at once
+    would both add the account (two entries, two uids). Runners of different users share
+    the lock file: it is opened read-only (flock needs no more), and created once.
+    """
+    folder = LOCK_FOLDER if LOCK_FOLDER.is_dir() else Path(tempfile.gettempdir())
+    path = folder / "agentrun-accounts.lock"
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise IsolationError(f"cannot lock {path} to create the agent's account: {exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _ids(name: str) -> tuple[int, int]:
+    entry = pwd.getpwnam(name)
     return entry.pw_uid, entry.pw_gid
 
 
