@@ -752,6 +752,9 @@ def action(config_path: str, time_limit: float | None, label: str, remote: str) 
     """Act on the GitHub Actions event of this job (GITHUB_EVENT_NAME, GITHUB_EVENT_PATH).
 
     Writes slug, pr-url and state to $GITHUB_OUTPUT when it is set, on an error too.
+    With GITHUB_ACTIONS=true, output lines the runner would take for workflow commands
+    are escaped, and the job ends with a summary in $GITHUB_STEP_SUMMARY, ::notice:: with
+    the pull request and ::error:: with the reason when the step fails.
     """
     from agentrun.cli.output import outliving_readers
     from agentrun.cli.progress import progress
