@@ -11,7 +11,9 @@ GitHub's API; the config routes every role to an ``openai`` runtime pointed at t
 ``ModelServer``. The clock stops at the first request that server receives, and the
 job is ended there. Three starts, each in a new tool cache unless said:
 
-- cold: an empty pip cache (``PIP_CACHE_DIR``): every package is fetched and built;
+- cold: an empty pip cache (``PIP_CACHE_DIR``): every package is fetched and built
+  (from whatever index pip is configured with: on a machine with a local mirror that
+  is no download);
 - warm: the pip cache the cold start filled, a new venv;
 - restored: the venv the warm start left, as an ``actions/cache`` hit leaves it.
 
@@ -130,18 +132,18 @@ def main() -> None:
         with serve_github(tmp) as api, ModelServer(lambda _r: Turn(text="ok")) as server:
             site = site_for(tmp / "site", api, server)
             figures: dict[str, list[float]] = {"cold": [], "warm": [], "restored": [], "base": []}
-            steps: dict[str, list[StepRun]] = {}
+            steps: dict[str, list[list[StepRun]]] = {"cold": [], "warm": [], "restored": []}
             for n in range(rounds):
                 if n == 0:
                     cache = tmp / f"tc{n}"
-                    steps["cold"] = start(site, server, action, tmp / f"c{n}", cache, pip)
-                    figures["cold"].append(measured(steps["cold"]))
+                    steps["cold"].append(start(site, server, action, tmp / f"c{n}", cache, pip))
+                    figures["cold"].append(measured(steps["cold"][-1]))
                 if not args.quick:  # --quick: the cold start's venv is the one restored
                     cache = tmp / f"tw{n}"
-                    steps["warm"] = start(site, server, action, tmp / f"w{n}", cache, pip)
-                    figures["warm"].append(measured(steps["warm"]))
-                steps["restored"] = start(site, server, action, tmp / f"r{n}", cache, pip)
-                figures["restored"].append(measured(steps["restored"]))
+                    steps["warm"].append(start(site, server, action, tmp / f"w{n}", cache, pip))
+                    figures["warm"].append(measured(steps["warm"][-1]))
+                steps["restored"].append(start(site, server, action, tmp / f"r{n}", cache, pip))
+                figures["restored"].append(measured(steps["restored"][-1]))
                 wheel = built_wheel(action, python, tmp / "dist", pip)
                 figures["base"].append(baseline(wheel, python, tmp / f"b{n}", pip))
                 shutil.rmtree(tmp / f"b{n}")
@@ -171,22 +173,29 @@ def built_wheel(action: Path, python: str, dist: Path, pip: Path) -> Path:
     return sorted(dist.glob("*.whl"))[0]
 
 
-def report(figures: dict[str, list[float]], steps: dict[str, list[StepRun]]) -> None:
+def report(figures: dict[str, list[float]], steps: dict[str, list[list[StepRun]]]) -> None:
     base = statistics.median(figures["base"])
     print(f"baseline: venv + pip install of the wheel (warm pip cache): {base:.2f}s")
     kinds = [kind for kind in ("cold", "warm", "restored") if figures[kind]]
     for kind in kinds:
-        seconds = statistics.median(figures[kind])
+        runs = steps[kind]
+        names = [s.name for s in runs[0] if s.seconds is not None]
         parts = ", ".join(
-            f"{s.name} {s.seconds:.2f}s" for s in steps[kind] if s.seconds is not None
+            f"{name} {statistics.median(step_seconds(run, name) for run in runs):.2f}s"
+            for name in names
         )
-        print(f"{kind}: {seconds:.2f}s to the first model request ({parts})")
-    unmeasured = sorted({s.uses for s in steps["cold"] if s.uses})
+        seconds = statistics.median(figures[kind])
+        print(f"{kind}: {seconds:.2f}s to the first model request ({parts}; medians)")
+    unmeasured = sorted({s.uses for s in steps["cold"][0] if s.uses})
     print(f"unmeasured (stand-ins): {', '.join(unmeasured)}")
     for kind in kinds:
         print(
             f"ratio {kind}-start/pip-install-wheel: {statistics.median(figures[kind]) / base:.2f}"
         )
+
+
+def step_seconds(run: list[StepRun], name: str) -> float:
+    return next(s.seconds for s in run if s.name == name and s.seconds is not None)
 
 
 if __name__ == "__main__":
