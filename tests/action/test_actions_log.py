@@ -210,3 +210,20 @@ def test_outside_actions_there_is_no_summary_and_no_workflow_command(site: Site)
 
     assert not (site.root / "summary.md").exists()
     assert not any(line.startswith("::") for line in out.splitlines())
+
+
+def test_an_error_that_quotes_a_command_is_escaped_too(site: Site) -> None:
+    """An error's text can quote what the repository holds (here a config key with a
+    line break in it): the line agentrun prints on stderr after the step is escaped."""
+    site.configure([], extra='[forge]\n"a\\n::error::config-pwned" = 1\n')
+    job = site.job("issues", labeled(7, "T", "", "maintainer"), None, job_env(site))
+
+    done = job.run()
+
+    assert done.returncode == EXIT_USER
+    log = done.stdout + done.stderr
+    assert [line for line in commands_in(log) if not line.startswith(OWN)] == []
+    assert "\\::error::config-pwned`: unknown key" in done.stderr.splitlines()
+    (own,) = commands_in(done.stdout)
+    said = "main:.agentrun.toml at `forge.a ::error::config-pwned`: unknown key"
+    assert own == f"::error title=agentrun::agentrun: {said}"  # data, on one line

@@ -185,7 +185,7 @@ def _report(
         with Path(summary).open("a", encoding="utf-8") as out:
             out.write(render_summary(result, failure))
     if failure is not None:
-        reason = (failure.strip().splitlines() or ["failed"])[0]
+        reason = " ".join(failure.split()) or "failed"  # one line, none of it cut
         log.command("error", f"agentrun: {reason}", title="agentrun")
     if result.pr_url:
         log.command("notice", f"build {result.slug}: {result.pr_url}", title="agentrun")
@@ -210,10 +210,7 @@ def render_summary(result: ActionResult, failure: str | None = None) -> str:
     if result.pr_url:
         lines += ["", f"Pull request: {result.pr_url}"]
     if failure is not None:
-        lines += [
-            "",
-            f"**Failed:** {_cell(failure.strip().splitlines()[0] if failure.strip() else '')}",
-        ]
+        lines += ["", f"**Failed:** {_cell(failure)}"]
     if state is not None and state.phase_usage:
         lines += ["", "| phase | rounds | tokens | cost |", "| --- | --- | --- | --- |"]
         for phase, used in state.phase_usage.items():
