@@ -25,6 +25,7 @@ RATIO_LINES = {
     "forge.py": ["ratio pushed/plain-push:", "ratio action-sweep/sweep:"],
     "gitcli.py": ["ratio hardened/bare:"],
     "notes.py": ["ratio concurrent/one-writer:", "round 1: present 10/10 (0% lost)"],
+    "install.py": ["ratio install+demo after/before:", "ratio site-packages after/before:"],
     "isolation.py": ["ratio namespace/none (sh agent):", "ratio user/none (python agent):"],
     "hook.py": ["ratio ordinary branch hooked/plain:", "ratio build branch hooked/plain:"],
     "runtimes.py": ["ratio start-overhead/server:", "ratio end-overhead/server:"],

@@ -52,7 +52,10 @@ def test_the_action_installs_this_package_and_runs_the_action_command() -> None:
     assert runs["using"] == "composite"
     scripts = [step.get("run", "") for step in runs["steps"]]
     install = next(s for s in scripts if "pip install" in s)
-    assert '-m pip install --disable-pip-version-check --quiet "$ACTION_PATH"' in install
+    assert (
+        '-m pip install --disable-pip-version-check --quiet \\\n  "${ACTION_PATH}[github]"'
+        in install
+    )
     step = next(s for s in runs["steps"] if s.get("id") == "agentrun")
     env = step["env"]
     # Credentials reach the step as environment variables (secrets), never as arguments.

@@ -13,6 +13,7 @@ from pathlib import Path
 import pygit2
 import pytest
 from conftest import git, make_repo
+from support.faults import graphql_error
 from support.prism import TOKEN, GitHubAPI
 
 from agentrun.errors import ForgeError
@@ -20,7 +21,6 @@ from agentrun.forge.base import HostedForge, open_forge
 from agentrun.forge.github import (
     STATUS_MARKER,
     GitHubForge,
-    graphql_url_for,
     repository_from,
 )
 
@@ -80,11 +80,6 @@ def test_a_missing_token_names_the_variable(
 )
 def test_the_repository_comes_from_origin(origin: str, expected: str) -> None:
     assert repository_from({}, origin) == expected
-
-
-def test_the_graphql_endpoint_sits_beside_the_api() -> None:
-    assert graphql_url_for("https://api.github.com") == "https://api.github.com/graphql"
-    assert graphql_url_for("https://ghe.example/api/v3/") == "https://ghe.example/api/graphql"
 
 
 def test_the_repository_variable_wins_and_is_checked() -> None:
@@ -175,21 +170,22 @@ def test_get_list_and_update_body(forge: GitHubForge, api: GitHubAPI) -> None:
     api.assert_accepted()
 
 
-def test_mark_ready_is_the_graphql_mutation(forge: GitHubForge, api: GitHubAPI) -> None:
+def test_mark_ready_is_pygithubs_graphql_mutation(forge: GitHubForge, api: GitHubAPI) -> None:
     forge.mark_ready(1347)
-    [query] = api.graphql()
-    assert "markPullRequestReadyForReview" in query.body["query"]
-    assert query.body["variables"] == {"id": "MDExOlB1bGxSZXF1ZXN0MQ=="}
-    assert query.headers["authorization"] == f"bearer {TOKEN}"
+    [read, query] = api.requests
+    assert (read.method, read.path) == ("GET", f"{REPO}/pulls/1347")  # for its node id
+    assert "markPullRequestReadyForReview(input: $input)" in query.body["query"]
+    assert query.body["variables"] == {"input": {"pullRequestId": "MDExOlB1bGxSZXF1ZXN0MQ=="}}
+    assert query.headers["authorization"] == f"token {TOKEN}"
     assert api.readied == ["MDExOlB1bGxSZXF1ZXN0MQ=="]
     api.assert_accepted()  # GitHub's GraphQL schema accepted the mutation
 
 
-def test_mark_draft_is_the_graphql_mutation(forge: GitHubForge, api: GitHubAPI) -> None:
+def test_mark_draft_is_pygithubs_graphql_mutation(forge: GitHubForge, api: GitHubAPI) -> None:
     forge.mark_draft(1347)
     [query] = api.graphql()
-    assert "convertPullRequestToDraft" in query.body["query"]
-    assert query.body["variables"] == {"id": "MDExOlB1bGxSZXF1ZXN0MQ=="}
+    assert "convertPullRequestToDraft(input: $input)" in query.body["query"]
+    assert query.body["variables"] == {"input": {"pullRequestId": "MDExOlB1bGxSZXF1ZXN0MQ=="}}
     assert api.drafted == ["MDExOlB1bGxSZXF1ZXN0MQ=="]
     api.assert_accepted()  # GitHub's GraphQL schema accepted the mutation
 
@@ -200,17 +196,14 @@ def test_mark_ready_reuses_the_node_id_it_saw(forge: GitHubForge, api: GitHubAPI
     assert [r.method for r in api.requests] == ["POST", "POST"]  # no GET for the node id
 
 
-def test_a_graphql_failure_is_a_forge_error(
-    api: GitHubAPI, local: tuple[pygit2.Repository, Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("GITHUB_GRAPHQL_URL", f"{api.url}/graphql-nowhere")
-    forge = open_forge(local[0], "github")
-    with pytest.raises(ForgeError, match=r"could not mark #1347 ready for review \(404\)"):
+def test_a_graphql_refusal_is_one_forge_error_line(forge: GitHubForge, api: GitHubAPI) -> None:
+    forge.get(1347)
+    refusal = "Resource not accessible by integration"
+    api.fail("POST", "/graphql", graphql_error(refusal))
+    with pytest.raises(ForgeError) as caught:
         forge.mark_ready(1347)
-    monkeypatch.setenv("GITHUB_GRAPHQL_URL", "http://127.0.0.1:9/graphql")
-    forge = open_forge(local[0], "github")
-    with pytest.raises(ForgeError, match=r"cannot reach http://127\.0\.0\.1:9/graphql"):
-        forge.mark_ready(1347)
+    assert str(caught.value) == f"github: could not mark #1347 ready for review: 400 {refusal}"
+    api.assert_accepted()  # the mutation itself was valid: GitHub refused to do it
 
 
 # --- comments -----------------------------------------------------------------------------

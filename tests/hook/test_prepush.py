@@ -111,7 +111,7 @@ def test_without_git_agentrun_a_build_push_says_how_to_install_it(clone: Clone) 
 
     done = clone.push("origin", "agentrun/b-1", env=env)
     assert done.returncode == 1
-    assert "pip install agentrun" in done.stderr and "AGENTRUN_HOOK_OPTIONAL=1" in done.stderr
+    assert "pipx install git-agentrun" in done.stderr and "AGENTRUN_HOOK_OPTIONAL=1" in done.stderr
     assert f"{BRANCH}b-1" not in clone.remote_refs()
 
     done = clone.push("origin", "agentrun/b-1", env={**env, "AGENTRUN_HOOK_OPTIONAL": "1"})

@@ -22,13 +22,14 @@ How to use it (the fixture lives in ``tests/conftest.py``, so any test can ask f
 - ``url``: the REST base URL (give it as ``GITHUB_API_URL``); ``graphql_url``: the
   GraphQL endpoint (``GITHUB_GRAPHQL_URL``).
 - ``env(repository="octocat/Hello-World", token=TOKEN)``: the variables agentrun's
-  ``github`` forge reads, pointing at this server.
+  ``github`` forge reads, pointing at this server (writes not spaced out).
 - ``requests``: a snapshot list of ``Recorded`` (``method``, ``path`` without the query,
   ``query`` as ``{name: [values]}``, ``body`` parsed JSON or ``None``, ``status``,
   ``violations`` (what Prism's ``sl-violations`` header says about the request, not
   about its own example answers; or the GraphQL errors), ``headers``
-  with lower-case names); ``find(method, path)`` filters it (``path`` is a regular
-  expression matched in full); ``graphql()`` gives the GraphQL requests.
+  with lower-case names, ``injected``, ``at``: its arrival on ``time.monotonic()``);
+  ``find(method, path)`` filters it (``path`` is a regular expression matched in
+  full); ``graphql()`` gives the GraphQL requests.
 - ``clear()``: forget what was recorded (call it first in each test).
 - ``answer_with(method, path, code)``: Prism answers ``code`` to matching requests (the
   proxy adds ``Prefer: code=CODE``), until ``clear()``: a 404 for an unknown
@@ -40,6 +41,10 @@ How to use it (the fixture lives in ``tests/conftest.py``, so any test can ask f
   second page (the description's own ``Link`` example is dropped), until ``clear()``.
 - ``readied``: the pull request node ids the GraphQL stub marked ready for review.
 - ``drafted``: the pull request node ids the GraphQL stub put back into draft.
+- ``fail(method, path, fault, times=1)``: answer the next ``times`` matching requests
+  with ``fault`` (``support.faults``: a secondary rate limit, a 502, ...) instead of
+  Prism's answer; the request is still validated by Prism. Recorded with
+  ``injected=True``, and not counted as refused. Until ``clear()``.
 - ``respond(method, path, answer)``: once Prism has accepted a matching request
   (``path`` a regular expression matched in full), send ``answer(example)`` instead of
   its example (``answer`` may also be a plain value). For flows that need answers the
@@ -77,6 +82,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from support.faults import Fault, Faults
 from support.graphql_stub import GraphQLStub
 from support.http_body import read_body
 
@@ -124,6 +130,8 @@ class Recorded:
     status: int
     violations: str | None
     headers: dict[str, str] = field(default_factory=dict)
+    injected: bool = False  # answered by a fault (``fail``), not by Prism
+    at: float = 0.0  # when it arrived (``time.monotonic()``)
 
     def __str__(self) -> str:
         extra = f" [{self.violations}]" if self.violations else ""
@@ -142,6 +150,7 @@ class GitHubAPI:
         self._codes: list[tuple[str, re.Pattern[str], int]] = []
         self._paged: list[re.Pattern[str]] = []
         self._answers: dict[tuple[str, str], Any] = {}
+        self.faults = Faults()
 
     @property
     def requests(self) -> list[Recorded]:
@@ -166,6 +175,7 @@ class GitHubAPI:
             self._codes.clear()
             self._paged.clear()
             self._answers.clear()
+        self.faults.clear()
         self.stub.readied.clear()
         self.stub.drafted.clear()
 
@@ -201,6 +211,10 @@ class GitHubAPI:
                     return code
         return None
 
+    def fail(self, method: str, path: str, fault: Fault, times: int = 1) -> None:
+        """Answer the next ``times`` ``method`` requests on ``path`` with ``fault``."""
+        self.faults.add(method, path, fault, times)
+
     def respond(self, method: str, path: str, answer: Any) -> None:
         """Answer accepted ``method`` requests on ``path`` with ``answer`` (see above)."""
         with self._lock:
@@ -225,6 +239,8 @@ class GitHubAPI:
             "GITHUB_GRAPHQL_URL": self.graphql_url,
             "GITHUB_TOKEN": token,
             "GITHUB_REPOSITORY": repository,
+            # Writes unthrottled: the tests' flows write in bursts no real job makes.
+            "AGENTRUN_GITHUB_WRITE_SECONDS": "0",
         }
 
     def find(self, method: str, path: str) -> list[Recorded]:
@@ -239,7 +255,8 @@ class GitHubAPI:
         bad = []
         for r in self.requests:
             asked = r.headers.get("prefer", "")
-            if r.violations or r.status == 422 or (r.status >= 400 and "code=" not in asked):
+            unasked = r.status >= 400 and "code=" not in asked and not r.injected
+            if r.violations or r.status == 422 or unasked:
                 bad.append(r)
         return bad
 
@@ -340,6 +357,7 @@ def _handler(api: GitHubAPI, upstream: tuple[str, int]) -> type[BaseHTTPRequestH
             pass
 
         def _serve(self) -> None:
+            arrived = time.monotonic()
             raw, body = read_body(self)
             split = urlsplit(self.path)
             headers = {k.lower(): v for k, v in self.headers.items()}
@@ -358,6 +376,9 @@ def _handler(api: GitHubAPI, upstream: tuple[str, int]) -> type[BaseHTTPRequestH
                 violations = _request_violations(dict(out_headers).get("sl-violations"))
                 if status < 300 and not violations:
                     out = api.scripted(self.command, split.path, out) or out
+            fault = api.faults.take(self.command, split.path)
+            if fault is not None:
+                status, out, out_headers = fault.answer()
             api.record(
                 Recorded(
                     method=self.command,
@@ -367,8 +388,13 @@ def _handler(api: GitHubAPI, upstream: tuple[str, int]) -> type[BaseHTTPRequestH
                     status=status,
                     violations=violations or None,
                     headers=headers,
+                    injected=fault is not None,
+                    at=arrived,
                 )
             )
+            if fault is not None and fault.status == 0:
+                self.close_connection = True
+                return
             self.send_response(status)
             for name, value in out_headers:
                 self.send_header(name, value)

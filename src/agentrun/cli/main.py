@@ -761,10 +761,13 @@ def action(config_path: str, time_limit: float | None, label: str, remote: str) 
     from agentrun.commands.action import GitHubEvent, outputs_written
     from agentrun.commands.action import action as act
     from agentrun.commands.build import deadline
+    from agentrun.commands.steer import FORGE
+    from agentrun.forge.base import require_forge
     from agentrun.hosted.actions_log import job_log
 
     stop_at = deadline(time_limit)
     with outliving_readers(), outputs_written(os.environ) as result, job_log(os.environ, result):
+        require_forge(FORGE)  # before any step, so the job fails in one line
         event = GitHubEvent.from_env(os.environ)
         with progress() as observer:
             act(_repo(), event, config_path, remote, stop_at, label or None, result, observer)

@@ -511,7 +511,7 @@ class Job:
     def _open_forge(self) -> HostedForge:
         from agentrun.forge.base import open_forge
 
-        found = open_forge(self.repo, FORGE)
+        found = open_forge(self.repo, FORGE, self.stop_at)
         if not isinstance(found, HostedForge):
             raise ForgeError(f"the {FORGE} forge cannot read issues and permissions")
         return found

@@ -76,11 +76,14 @@ def parse_roles(values: tuple[str, ...]) -> dict[str, str]:
 def check_runnable(config: Config) -> None:
     """Refuse to start a build no agent could run, saying how to configure one.
 
-    Also one that would run agents less isolated than CI asks (``[isolation]``).
+    Also one that would run agents less isolated than CI asks (``[isolation]``), or
+    publish to a forge whose extra is not installed.
     """
+    from agentrun.forge.base import require_forge
     from agentrun.isolation import resolve
 
     resolve(config.isolation)
+    require_forge(config.forge.kind)
     if not config.roles:
         raise ConfigError(
             "no agent runtime is configured: run `git agentrun init` and edit .agentrun.toml "

@@ -11,6 +11,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import pygit2
 
+from agentrun import extras
 from agentrun.errors import ConfigError
 
 
@@ -137,7 +138,8 @@ class HostedForge(Forge, Protocol):
         """Reviews of the proposal with an id greater than ``after_id``, oldest first."""
 
 
-ForgeFactory = Callable[[pygit2.Repository], Forge]
+# (repository, stop_at): ``stop_at`` is the job's ``time.monotonic()`` deadline, or None.
+ForgeFactory = Callable[[pygit2.Repository, float | None], Forge]
 _REGISTRY: dict[str, ForgeFactory] = {}
 MODULES = {"local": "agentrun.forge.local", "github": "agentrun.forge.github"}
 
@@ -147,21 +149,30 @@ def register(kind: str, factory: ForgeFactory) -> None:
 
 
 def forge_kind(repo: pygit2.Repository, kind: str) -> str:
-    """``auto`` is ``github`` when ``origin`` is on github.com, else ``local``."""
+    """``auto`` is ``github`` when ``origin`` is on github.com and the github extra is
+    installed, else ``local``: a clone of a GitHub project builds locally without it."""
     if kind != "auto":
         return kind
     names = [n for n in repo.remotes.names() if n]
     url = (repo.remotes["origin"].url or "") if "origin" in names else ""
-    return "github" if "github.com" in url else "local"
+    return "github" if "github.com" in url and extras.installed("github") else "local"
 
 
-def open_forge(repo: pygit2.Repository, kind: str) -> Forge:
+def require_forge(kind: str) -> None:
+    """Refuse a forge asked for by name whose extra is not installed (one line, exit 1)."""
+    if kind in extras.EXTRAS:
+        extras.require(kind, f"the {kind} forge")
+
+
+def open_forge(repo: pygit2.Repository, kind: str, stop_at: float | None = None) -> Forge:
+    """The forge of ``kind``; a hosted one waits out no rate limit past ``stop_at``."""
     kind = forge_kind(repo, kind)
     if kind not in _REGISTRY and kind in MODULES:
+        require_forge(kind)
         importlib.import_module(MODULES[kind])  # registers itself
 
     try:
-        return _REGISTRY[kind](repo)
+        return _REGISTRY[kind](repo, stop_at)
     except KeyError:
         raise ConfigError(
             f"unknown forge {kind!r}; known: {', '.join(sorted(_REGISTRY))}"

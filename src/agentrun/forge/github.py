@@ -2,11 +2,10 @@
 
 Configured from the environment, as GitHub Actions sets it: the token (``credentials``:
 ``AGENTRUN_TOKEN_FD``, ``GITHUB_TOKEN``), ``GITHUB_API_URL`` (default
-``https://api.github.com``), ``GITHUB_GRAPHQL_URL`` (default the API URL + ``/graphql``)
-and ``GITHUB_REPOSITORY`` (``owner/name``; else read from the ``origin`` URL). Branches
-are pushed with the git CLI, which gets the token from memory as
-``http.<server>/.extraheader`` of that one push (``gitcli``). Taking a pull request out
-of draft is GraphQL only.
+``https://api.github.com``; PyGithub finds GraphQL beside it) and ``GITHUB_REPOSITORY``
+(``owner/name``; else read from the ``origin`` URL). Branches are pushed with the git CLI,
+which gets the token from memory as ``http.<server>/.extraheader`` of that one push
+(``gitcli``). The client, its retries and its throttle are ``github_http``'s.
 
 Every failure, PyGithub's or the network's, becomes one ``ForgeError`` line.
 """
@@ -18,7 +17,7 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, get_args
 from urllib.parse import quote
 
@@ -39,23 +38,15 @@ from agentrun.forge.local import git_in
 from agentrun.gitrepo import common_dir
 
 if TYPE_CHECKING:
-    from github.GithubException import GithubException
     from github.IssueComment import IssueComment
     from github.PullRequest import PullRequest
 
 DEFAULT_API = "https://api.github.com"
 STATUS_MARKER = "<!-- agentrun:status -->"
-TIMEOUT_SECONDS = 30
-PER_PAGE = 100
 BRANCH_PREFIX = "agentrun/"
-READY_MUTATION = (
-    "mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id}) "
-    "{ pullRequest { id isDraft } } }"
-)
-DRAFT_MUTATION = (
-    "mutation($id: ID!) { convertPullRequestToDraft(input: {pullRequestId: $id}) "
-    "{ pullRequest { id isDraft } } }"
-)
+# ``since`` reaches back this far before the cursor's comment was written: GitHub's
+# clock has a resolution of a second, and the id filter drops what comes twice.
+SINCE_MARGIN = timedelta(minutes=1)
 _PERMISSIONS: dict[str, Permission] = {p: p for p in get_args(Permission)}
 _ORIGIN = re.compile(r"github\.com[:/]+(?P<repo>[^/\s]+/[^/\s]+?)(?:\.git)?/?$")
 _NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
@@ -78,19 +69,14 @@ def repository_from(environ: dict[str, str] | os._Environ[str], origin: str | No
     return found.group("repo")
 
 
-def graphql_url_for(api_url: str) -> str:
-    """GitHub's GraphQL endpoint beside a REST URL (Enterprise Server: ``/api/v3`` → ``/api``)."""
-    base = api_url.rstrip("/")
-    return f"{base.removesuffix('/v3')}/graphql" if base.endswith("/api/v3") else f"{base}/graphql"
-
-
 class GitHubForge:
     """Pull requests and issues of one GitHub repository."""
 
     name = "github"
 
-    def __init__(self, repo: pygit2.Repository) -> None:
-        from github import Auth, Github
+    def __init__(self, repo: pygit2.Repository, stop_at: float | None = None) -> None:
+        """``stop_at``: the job's ``time.monotonic()`` deadline, which no retry outlives."""
+        from agentrun.forge import github_http
 
         self.repo = repo
         token = credentials.github_token()
@@ -100,27 +86,17 @@ class GitHubForge:
                 f"descriptor {credentials.TOKEN_FD} names "
                 "(in a workflow: env: GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }})"
             )
-        self.token = token
         self.api_url = (os.environ.get("GITHUB_API_URL") or DEFAULT_API).rstrip("/")
-        self.graphql_url = os.environ.get("GITHUB_GRAPHQL_URL") or graphql_url_for(self.api_url)
         names = [n for n in repo.remotes.names() if n]
         origin = repo.remotes["origin"].url if "origin" in names else None
         self.full_name = repository_from(os.environ, origin)
         self.owner = self.full_name.split("/", 1)[0]
-        self.gh = Github(
-            base_url=self.api_url,
-            auth=Auth.Token(token),
-            timeout=TIMEOUT_SECONDS,
-            per_page=PER_PAGE,
-            retry=None,
-            seconds_between_requests=None,
-            seconds_between_writes=None,
-            lazy=True,  # objects fetch only when an attribute is read: fewer requests
-        )
+        self.gh = github_http.client(self.api_url, token, stop_at)
         self.gh_repo = self.gh.get_repo(self.full_name)
         self.repo_url = f"{self.api_url}/repos/{self.full_name}"
         self._status_ids: dict[tuple[int, str], int] = {}
-        self._node_ids: dict[int, str] = {}
+        self._pulls: dict[int, PullRequest] = {}  # the pull requests read, with their node ids
+        self._written: dict[int, datetime | None] = {}  # comment id -> when it was written
 
     # --- the Forge protocol ------------------------------------------------
 
@@ -203,42 +179,27 @@ class GitHubForge:
             return _comment(self.gh_repo.get_issue(number).create_comment(body))
 
     def comments_since(self, number: int, after_id: int) -> builtins.list[Comment]:
+        """Comments updated since the cursor's comment was written, newer than it.
+
+        ``since`` is about update time: an older comment edited since comes too, and
+        the id filter drops it (the cursor was past it already).
+        """
         with self._errors(f"read the comments of #{number}"):
-            found = [
-                _raw_comment(c) for c in self._pages(f"{self.repo_url}/issues/{number}/comments")
-            ]
+            since = self._written_at(after_id)
+            issue = self.gh_repo.get_issue(number)
+            listed = issue.get_comments(since=since) if since else issue.get_comments()
+            found = [_comment(c) for c in listed]
         return sorted((c for c in found if c.id > after_id), key=lambda c: c.id)
 
     def mark_ready(self, number: int) -> None:
-        """Take the pull request out of draft (GraphQL: REST cannot)."""
-        self._pull_mutation(number, READY_MUTATION, f"mark #{number} ready for review")
+        """Take the pull request out of draft (a GraphQL mutation: REST cannot)."""
+        with self._errors(f"mark #{number} ready for review"):
+            self._pull(number).mark_ready_for_review()
 
     def mark_draft(self, number: int) -> None:
-        """Put the pull request back into draft (GraphQL: REST cannot)."""
-        self._pull_mutation(number, DRAFT_MUTATION, f"put #{number} back into draft")
-
-    def _pull_mutation(self, number: int, mutation: str, what: str) -> None:
-        import httpx
-
-        node = self._node_ids.get(number)
-        if node is None:
-            with self._errors(f"read pull request #{number}"):
-                node = self.gh_repo.get_pull(number).node_id
-        try:
-            response = httpx.post(
-                self.graphql_url,
-                json={"query": mutation, "variables": {"id": node}},
-                headers={"Authorization": f"bearer {self.token}"},
-                timeout=TIMEOUT_SECONDS,
-            )
-        except httpx.HTTPError as exc:
-            raise ForgeError(f"github: cannot reach {self.graphql_url}: {exc}") from None
-        answer = _json(response)
-        errors = answer.get("errors") if isinstance(answer, dict) else None
-        if response.status_code >= 400 or errors:
-            detail = "; ".join(str(e.get("message", e)) for e in errors or []) or response.text
-            detail = " ".join(detail.split())
-            raise ForgeError(f"github: could not {what} ({response.status_code}): {detail[:300]}")
+        """Put the pull request back into draft (a GraphQL mutation: REST cannot)."""
+        with self._errors(f"put #{number} back into draft"):
+            self._pull(number).convert_to_draft()
 
     # --- HostedForge -----------------------------------------------------------
 
@@ -343,13 +304,35 @@ class GitHubForge:
         Plain dictionaries, not PyGithub's lazy objects, which fetch each item again
         whenever a field is absent from the list.
         """
-        params: dict[str, Any] | None = {"per_page": PER_PAGE}
+        params: dict[str, Any] | None = {"per_page": self.gh.per_page}
         next_url: str | None = url
         while next_url is not None:
             headers, data = self.gh.requester.requestJsonAndCheck("GET", next_url, params)
             yield from data if isinstance(data, list) else []
             found = _NEXT.search(str(headers.get("link") or ""))
             next_url, params = (found.group(1), None) if found else (None, None)
+
+    def _pull(self, number: int) -> PullRequest:
+        """The pull request as last read (its node id known), else a lazy one."""
+        known = self._pulls.get(number)
+        return known if known is not None else self.gh_repo.get_pull(number)
+
+    def _written_at(self, comment_id: int) -> datetime | None:
+        """When comment ``comment_id`` was written, less ``SINCE_MARGIN``: every comment
+        with a greater id was updated since. ``None`` for no comment or a deleted one."""
+        from github import GithubException
+
+        if comment_id <= 0:
+            return None
+        if comment_id not in self._written:
+            try:
+                created = self._issue_comment(comment_id).created_at
+            except GithubException as exc:
+                if exc.status != 404:
+                    raise
+                created = None
+            self._written[comment_id] = created - SINCE_MARGIN if created else None
+        return self._written[comment_id]
 
     def _issue_comment(self, comment_id: int) -> IssueComment:
         from github.IssueComment import IssueComment
@@ -358,7 +341,7 @@ class GitHubForge:
         return IssueComment(self.gh.requester, url=url)
 
     def _info(self, pull: PullRequest) -> ProposalInfo:
-        self._node_ids[pull.number] = pull.node_id
+        self._pulls[pull.number] = pull
         head = pull.head.ref
         state: Literal["open", "merged", "closed"] = (
             # merged_at, not merged: list items lack ``merged``, and reading it refetches.
@@ -379,38 +362,10 @@ class GitHubForge:
 
     @contextmanager
     def _errors(self, what: str) -> Iterator[None]:
-        """Turn PyGithub's and the network's exceptions into one ``ForgeError`` line."""
-        from github import GithubException
-        from requests import RequestException
+        from agentrun.forge.github_http import failures
 
-        try:
+        with failures(what, self.full_name, self.api_url):
             yield
-        except GithubException as exc:
-            raise ForgeError(f"github: could not {what}: {self._explain(exc)}") from exc
-        except RequestException as exc:
-            raise ForgeError(
-                f"github: could not {what}: cannot reach {self.api_url} ({type(exc).__name__})"
-            ) from exc
-
-    def _explain(self, exc: GithubException) -> str:
-        """What went wrong and what to do, from GitHub's status and message."""
-        status = exc.status
-        data = exc.data if isinstance(exc.data, dict) else {}
-        message = str(data.get("message") or exc.message or "no message")
-        details = [
-            str(e.get("message") or e.get("code") or e) if isinstance(e, dict) else str(e)
-            for e in data.get("errors") or []
-        ]
-        if details:
-            message += " (" + "; ".join(details)[:200] + ")"
-        hints = {
-            401: "GITHUB_TOKEN was refused: is it valid and unexpired?",
-            403: "GITHUB_TOKEN lacks a permission (contents, pull-requests, issues, statuses) "
-            "or hit a rate limit",
-            404: f"{self.full_name} or the object does not exist, or GITHUB_TOKEN cannot see it",
-        }
-        hint = hints.get(status)
-        return " ".join(f"{status} {message}".split()) + (f"; {hint}" if hint else "")
 
 
 def _comment(found: IssueComment, body: str | None = None) -> Comment:
@@ -424,24 +379,6 @@ def _comment(found: IssueComment, body: str | None = None) -> Comment:
     )
 
 
-def _raw_comment(data: dict[str, Any]) -> Comment:
-    created = _when(data.get("created_at"))
-    return Comment(
-        id=int(data["id"]),
-        author=_login(data.get("user")),
-        body=str(data.get("body") or ""),
-        created_at=created,
-        updated_at=_when(data.get("updated_at")) if data.get("updated_at") else created,
-    )
-
-
-def _when(text: Any) -> datetime:
-    try:
-        return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        return datetime.now(UTC)
-
-
 def _login(user: Any) -> str:
     return str(user.get("login") or "ghost") if isinstance(user, dict) else "ghost"
 
@@ -451,13 +388,6 @@ def _status(exc: ForgeError) -> int | None:
     cause = exc.__cause__
     status = getattr(cause, "status", None)
     return status if isinstance(status, int) else None
-
-
-def _json(response: Any) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        return None
 
 
 register("github", GitHubForge)

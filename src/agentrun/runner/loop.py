@@ -154,7 +154,7 @@ class Runner:
         secrets.remember_config(state.config, os.environ)
         isolation.start(state.config)  # the level CI asks for is possible, or stop here
         workspace = Workspace(self.repo, self.slug, state.branch)
-        publisher = Publisher(self.repo, build)
+        publisher = Publisher(self.repo, build, self.stop_at)
         sessions = SessionRunner(
             self.repo,
             build,

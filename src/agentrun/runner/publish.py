@@ -71,9 +71,12 @@ def _run_url() -> str | None:
 
 
 class Publisher:
-    def __init__(self, repo: pygit2.Repository, build: BuildHandle) -> None:
+    def __init__(
+        self, repo: pygit2.Repository, build: BuildHandle, stop_at: float | None = None
+    ) -> None:
         self.repo = repo
         self.build = build
+        self.stop_at = stop_at  # the forge's retries end before it
         self._forge: Forge | None = None
         self._synced_seq = -1
         self._sent: dict[tuple[str, int], str] = {}  # (what, number) -> the text last sent
@@ -87,7 +90,8 @@ class Publisher:
     @property
     def forge(self) -> Forge:
         if self._forge is None:
-            self._forge = open_forge(self.repo, self.build.state.config.forge.kind)
+            kind = self.build.state.config.forge.kind
+            self._forge = open_forge(self.repo, kind, self.stop_at)
         return self._forge
 
     def publish(self, operation: str) -> None:
