@@ -15,6 +15,10 @@ import pytest
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 RATIO_LINES = {
     "append.py": ["ratio store/pygit2:", "ratio cli/store:"],
+    "action_startup.py": [
+        "ratio cold-start/pip-install-wheel:",
+        "ratio restored-start/pip-install-wheel:",
+    ],
     "decide.py": ["ratio cold/sqlite", "warm at "],
     "cli.py": ["ratio agentrun --version / git --version:", "--version: "],
     "demo.py": ["ratio overhead/git-commits:"],

@@ -52,7 +52,10 @@ def test_the_action_installs_this_package_and_runs_the_action_command() -> None:
     assert runs["using"] == "composite"
     scripts = [step.get("run", "") for step in runs["steps"]]
     install = next(s for s in scripts if "pip install" in s)
-    assert "$ACTION_PATH" in install
+    assert (
+        '-m pip install --disable-pip-version-check --quiet \\\n  "${ACTION_PATH}[github]"'
+        in install
+    )
     step = next(s for s in runs["steps"] if s.get("id") == "agentrun")
     env = step["env"]
     # Credentials reach the step as environment variables (secrets), never as arguments.
@@ -68,14 +71,15 @@ def test_the_token_reaches_agentrun_on_a_descriptor_and_no_environment_keeps_it(
     assert "GITHUB_TOKEN" not in step["env"]
     lines = [line.strip() for line in step["run"].splitlines()]
     assert lines[:2] == ['exec 3<<<"$AGENTRUN_TOKEN"', "unset AGENTRUN_TOKEN"]
-    assert lines[2].startswith("AGENTRUN_TOKEN_FD=3 exec git agentrun action ")
+    assert lines[2].startswith('AGENTRUN_TOKEN_FD=3 exec "$AGENTRUN_VENV/bin/git-agentrun" action ')
 
 
 def test_the_shell_step_leaves_no_environment_holding_the_token(tmp_path: Path) -> None:
     """Run the step's script as Actions would, with git-agentrun replaced by a probe that
     reports every environment it can see up its own process tree and what fd 3 holds."""
     step = next(s for s in load(ACTION)["runs"]["steps"] if s.get("id") == "agentrun")
-    probe = tmp_path / "git"
+    probe = tmp_path / "bin" / "git-agentrun"
+    probe.parent.mkdir()
     probe.write_text(
         "#!/bin/sh\n"
         'for pid in $$ $PPID; do tr "\\0" "\\n" </proc/$pid/environ; done >"$OUT/environ"\n'
@@ -85,8 +89,9 @@ def test_the_shell_step_leaves_no_environment_holding_the_token(tmp_path: Path) 
     probe.chmod(0o755)
     token = "ghs_" + "Q" * 36
     env = {
-        "PATH": f"{tmp_path}:/usr/bin:/bin",
+        "PATH": "/usr/bin:/bin",
         "OUT": str(tmp_path),
+        "AGENTRUN_VENV": str(tmp_path),
         "AGENTRUN_TOKEN": token,
         "AGENTRUN_CONFIG": ".agentrun.toml",
         "AGENTRUN_TIME_LIMIT": "300",
@@ -103,7 +108,7 @@ def test_the_shell_step_leaves_no_environment_holding_the_token(tmp_path: Path) 
     environ = (tmp_path / "environ").read_text()
     assert "AGENTRUN_TOKEN_FD=3" in environ
     assert token not in environ
-    assert (tmp_path / "argv").read_text().startswith("agentrun action --config .agentrun.toml")
+    assert (tmp_path / "argv").read_text().startswith("action --config .agentrun.toml")
 
 
 def test_the_commit_identity_defaults_to_the_actions_bot() -> None:
@@ -166,6 +171,7 @@ def test_every_action_used_is_pinned_by_commit_with_its_version() -> None:
             found[match.group(1)] = (match.group(2), match.group(3))
     assert found == {
         "actions/setup-python": ("e797f83bcb11b83ae66e0230d6156d7c80228e7c", "v6.0.0"),
+        "actions/cache": ("0057852bfaa89a56745cba8c7296529d2fc39830", "v4.3.0"),
         "actions/checkout": ("08c6903cd8c0fde910a37f88322edcfb5dd907a8", "v5.0.0"),
     }
 
@@ -206,8 +212,8 @@ def test_zizmor_and_actionlint_find_nothing() -> None:
     [
         # An input spliced into the script: code injection for whoever sets the input.
         (
-            'git agentrun action --config "$AGENTRUN_CONFIG"',
-            "git agentrun action --config ${{ inputs.config }}",
+            'git-agentrun" action --config "$AGENTRUN_CONFIG"',
+            'git-agentrun" action --config ${{ inputs.config }}',
             "zizmor",
             "template-injection",
         ),

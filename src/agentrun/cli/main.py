@@ -64,6 +64,10 @@ class AgentrunGroup(click.Group):
 
 
 def _say_error(line: str) -> None:
+    if os.environ.get("GITHUB_ACTIONS") == "true":  # an error may quote what an agent wrote
+        from agentrun.hosted.actions_log import escape_text
+
+        line = escape_text(line)
     with suppress(OSError):  # a stderr nobody reads must not turn an error into a crash
         click.echo(line, err=True)
 
@@ -748,21 +752,28 @@ def action(config_path: str, time_limit: float | None, label: str, remote: str) 
     """Act on the GitHub Actions event of this job (GITHUB_EVENT_NAME, GITHUB_EVENT_PATH).
 
     Writes slug, pr-url and state to $GITHUB_OUTPUT when it is set, on an error too.
+    With GITHUB_ACTIONS=true, output lines the runner would take for workflow commands
+    are escaped, and the job ends with a summary in $GITHUB_STEP_SUMMARY, ::notice:: with
+    the pull request and ::error:: with the reason when the step fails.
     """
     from agentrun.cli.output import outliving_readers
+    from agentrun.cli.progress import progress
     from agentrun.commands.action import GitHubEvent, outputs_written
     from agentrun.commands.action import action as act
     from agentrun.commands.build import deadline
     from agentrun.commands.steer import FORGE
     from agentrun.forge.base import require_forge
+    from agentrun.hosted.actions_log import job_log
 
-    with outliving_readers(), outputs_written(os.environ) as result:
+    stop_at = deadline(time_limit)
+    with outliving_readers(), outputs_written(os.environ) as result, job_log(os.environ, result):
         require_forge(FORGE)  # before any step, so the job fails in one line
         event = GitHubEvent.from_env(os.environ)
-        act(_repo(), event, config_path, remote, deadline(time_limit), label or None, result)
+        with progress() as observer:
+            act(_repo(), event, config_path, remote, stop_at, label or None, result, observer)
         for line in result.lines:
             click.echo(line)
-    raise click.exceptions.Exit(_action_exit(result.state))
+        raise click.exceptions.Exit(_action_exit(result.state))
 
 
 def _action_exit(state: str) -> int:

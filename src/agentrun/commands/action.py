@@ -37,6 +37,7 @@ from agentrun.errors import AgentrunError, ConfigError, ForgeError, LeaseHeldErr
 from agentrun.events import BuildCreated, BuildResumeRequested, HumanActor
 from agentrun.forge.base import HostedForge
 from agentrun.kernel.state import BuildState
+from agentrun.runner.build import Observer
 from agentrun.sanitize import sanitize
 from agentrun.snapshot import snapshot
 from agentrun.store.cache import StateCache, load_state
@@ -86,12 +87,14 @@ class ActionResult:
     slug: str = ""
     pr_url: str = ""
     state: str = ""
+    build: BuildState | None = None  # the build as last shown (the job summary reads it)
 
     def show(self, state: BuildState, runner: str | None = None) -> None:
         """The build's outputs; ``runner``: who runs it now (none: it is stopped if running)."""
         from agentrun.commands.inspect import state_word
 
         self.slug, self.state = state.slug, state_word(state, runner)
+        self.build = state
         self.pr_url = state.proposal.url if state.proposal else ""
 
     def write_outputs(self, path: Path) -> None:
@@ -122,11 +125,14 @@ def action(
     stop_at: float | None = None,
     label: str | None = None,
     result: ActionResult | None = None,
+    observer: Observer | None = None,
 ) -> ActionResult:
     """Act on one event; ``stop_at`` is a ``time.monotonic()`` deadline for the runner,
     ``label`` the trigger label when it is not the config's; ``result`` is filled in as
-    the job goes (the caller keeps what it holds when the job raises)."""
+    the job goes (the caller keeps what it holds when the job raises); ``observer``
+    watches the builds the job runs."""
     job = Job(repo, event, config_path, remote, stop_at, label, result or ActionResult())
+    job.observer = observer
     handlers: dict[str, Callable[[], ActionResult]] = {
         "issues": job.labeled,
         "issue_comment": job.commented,
@@ -159,6 +165,7 @@ class Job:
         self._config: Config | None = None
         self.log, self.cache = EventLog(repo), StateCache(repo)
         self.result = result
+        self.observer: Observer | None = None
         self.steering = Steering(
             repo, self._open_forge, lambda: self.config.forge.allow_bots, self._say, remote
         )
@@ -260,7 +267,7 @@ class Job:
             moved = self.steering.steer(state) or moved
         if moved:
             self._push()
-        swept = sweep(self.repo, self.remote, stop_at=self.stop_at)
+        swept = sweep(self.repo, self.remote, self.observer, stop_at=self.stop_at)
         self.result.lines.extend(item.line() for item in swept.builds)
         self.result.lines.extend(
             f"build {slug} cannot be read: {error}" for slug, error in swept.unreadable
@@ -393,7 +400,10 @@ class Job:
             self.result.show(state)
             return self._say(f"build {slug} is {self.result.state}; nothing to run")
         try:
-            outcome = Runner(self.repo, slug, remote=self.remote, stop_at=self.stop_at).run()
+            runner = Runner(
+                self.repo, slug, self.observer, remote=self.remote, stop_at=self.stop_at
+            )
+            outcome = runner.run()
         except LeaseHeldError as exc:
             holder = self._holder(slug)
             self.result.show(load_state(self.log, self.cache, slug)[1], holder or "elsewhere")

@@ -1,0 +1,1 @@
+"""What agentrun does differently inside a hosted CI job (GitHub Actions)."""
