@@ -38,7 +38,7 @@ def test_git_agentrun_help_shows_the_man_page_of_a_venv_install(tmp_path: Path) 
     subprocess.run([*pip, "wheel", "--no-deps", "-w", str(wheels), str(ROOT)], check=True)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    wheel = next(wheels.glob("agentrun-*.whl"))
+    wheel = next(wheels.glob("git_agentrun-*.whl"))
     install = [*pip, "--python", str(venv / "bin" / "python"), "install", "--no-deps"]
     subprocess.run([*install, str(wheel)], check=True)
     assert (venv / "share" / "man" / "man1" / "git-agentrun.1").is_file()
