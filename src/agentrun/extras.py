@@ -7,6 +7,7 @@ Whether it is there is asked of the import system, not imported, so asking stays
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -29,13 +30,14 @@ def install_command(extra: str) -> str:
     """The command that adds ``extra`` to this installation, with the tool that made it.
 
     pipx writes ``pipx_metadata.json`` and uv ``uv-receipt.toml`` at the root of the venv
-    they make for a tool; anything else is a venv pip installs into. pipx refuses to
-    install a tool it has without ``--force``; uv reinstalls when the request changed.
+    they make for a tool; anything else is a venv pip installs into. pipx injects the
+    extra's requirements into the tool's venv; uv reinstalls when the request changed.
     """
     wanted = f"'{DISTRIBUTION}[{extra}]'"
     root = Path(sys.prefix)
     if (root / "pipx_metadata.json").is_file():
-        return f"pipx install --force {wanted}"
+        # inject keeps the installed git-agentrun (a wheel or a clone stays what it was)
+        return " ".join(["pipx inject", DISTRIBUTION, *(f"'{r}'" for r in requirements(extra))])
     if (root / "uv-receipt.toml").is_file():
         return f"uv tool install {wanted}"
     return f"pip install {wanted}"
@@ -48,3 +50,16 @@ def require(extra: str, needed_by: str) -> None:
             f"{needed_by} needs {EXTRAS[extra][1]}, which is not installed here: "
             f"{install_command(extra)}"
         )
+
+
+def requirements(extra: str) -> list[str]:
+    """The extra's requirements as the installed metadata lists them (pyproject's)."""
+    from importlib import metadata
+
+    try:
+        listed = metadata.requires(DISTRIBUTION) or []
+    except metadata.PackageNotFoundError:
+        listed = []
+    marker = re.compile(rf"""extra\s*==\s*["']{re.escape(extra)}["']""")
+    found = [r.partition(";")[0].strip() for r in listed if marker.search(r.partition(";")[2])]
+    return found or [EXTRAS[extra][1]]

@@ -36,8 +36,8 @@ command = [{json.dumps(program)}, "agent.py"]
 """
 
 
-# The last line names the isolation level (tests/security checks it): the one before it
-# says what the default role runs on.
+# The last line names the forge, the one before it the isolation level (tests/security checks
+# it), and the one before that says what the default role runs on.
 def rows(output: str) -> dict[str, list[str]]:
     """The doctor table by runtime name: [KIND, ROLES, RUNS, DETAIL]."""
     lines = output.splitlines()
@@ -85,7 +85,7 @@ def test_a_command_runtime_that_can_run(here: Path) -> None:
     assert rows(result.stdout) == {
         "agent": ["command", "default,code-review", "ok", f"{sys.executable} at {sys.executable}"],
     }
-    assert result.stdout.splitlines()[-2] == "default role runs on: agent (configured)"
+    assert result.stdout.splitlines()[-3] == "default role runs on: agent (configured)"
 
 
 def test_a_missing_program_fails_the_default_role(here: Path) -> None:
@@ -94,7 +94,7 @@ def test_a_missing_program_fails_the_default_role(here: Path) -> None:
 
     assert result.exit_code == 1
     assert rows(result.stdout) == {"agent": ["command", "default", "no", f"{MISSING} not found"]}
-    assert result.stdout.splitlines()[-2] == (
+    assert result.stdout.splitlines()[-3] == (
         "the default role cannot run: none of agent is usable"
     )
 
@@ -202,7 +202,7 @@ def test_doctor_without_a_config(
     table = rows(result.stdout)
     assert list(table) == ["claude", "codex", "anthropic", "openai", "aider"]
     assert all(row[2] == "no" for row in table.values())
-    assert result.stdout.splitlines()[-2] == (
+    assert result.stdout.splitlines()[-3] == (
         "no runtime can run here: configure one (`git agentrun init`)"
     )
 
@@ -215,7 +215,7 @@ def test_doctor_without_a_config(
         "ok",
         f"2.1.0 (Claude Code) at {claude}",
     ]
-    assert result.stdout.splitlines()[-2] == (
+    assert result.stdout.splitlines()[-3] == (
         "default role runs on: claude (picked, none is configured)"
     )
 
@@ -295,6 +295,19 @@ def test_run_without_roles_picks_and_says_so(
     monkeypatch.chdir(repo_path)
     result = invoke("doctor")
     assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines()[-2] == (
+    assert result.stdout.splitlines()[-3] == (
         "default role runs on: claude (picked, none is configured)"
     )
+
+
+def test_doctor_names_the_forge_and_why(here: Path) -> None:
+    write_config(here, command_runtime(sys.executable))
+    assert invoke("doctor").stdout.splitlines()[-1] == (
+        "forge: local (auto: origin is not on github.com)"
+    )
+    git(here, "remote", "add", "origin", "https://github.com/someone/project.git")
+    assert invoke("doctor").stdout.splitlines()[-1] == (
+        "forge: github (auto: origin is on github.com)"
+    )
+    write_config(here, command_runtime(sys.executable) + '[forge]\nkind = "local"\n')
+    assert invoke("doctor").stdout.splitlines()[-1] == "forge: local (configured)"

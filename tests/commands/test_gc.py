@@ -21,7 +21,8 @@ GOAL = "Add the app module"
 
 def finished(repo_path: Path, repo: pygit2.Repository, goal: str = GOAL) -> tuple[str, int]:
     if not (repo_path / ".agentrun.toml").exists():
-        configure(repo_path, [{"phase": "implement", "write": {"app.txt": "x\n"}}])
+        steps = [{"phase": "implement", "write": {"app.txt": "x\n"}}]
+        configure(repo_path, steps, extra='[setup]\ncommand = "true"\n')
     slug = create_build(repo, goal).slug
     outcome = run_build(repo, slug)
     assert outcome.state.state_name == "complete"
@@ -39,7 +40,8 @@ def test_gc_removes_the_worktree_and_the_merged_branch(
     slug, number = finished(repo_path, repo)
     merge_pull(repo, number)
     worktree = worktrees_dir(repo) / slug
-    assert worktree.exists()
+    setup_marker = worktree.parent / f"{slug}.setup.json"
+    assert worktree.exists() and setup_marker.exists()
 
     done = run_cli(repo_path, "gc")
 
@@ -47,7 +49,8 @@ def test_gc_removes_the_worktree_and_the_merged_branch(
     assert f"removed worktree {worktree}" in done.stdout
     assert f"removed branch agentrun/{slug}" in done.stdout
     assert done.stdout.splitlines()[-1] == "packed refs"
-    assert not worktree.exists()
+    assert not worktree.exists() and not setup_marker.exists()
+    assert list(worktree.parent.iterdir()) == []
     assert refs(repo_path, "refs/heads/agentrun/") == []
     assert git(repo_path, "worktree", "list").count("\n") == 0  # only the main one
     # The archive still shows the build.

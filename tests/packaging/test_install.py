@@ -117,6 +117,25 @@ def test_the_github_forge_asked_for_is_one_line_naming_the_extra(
     nothing_built(bare.bin, repo)
 
 
+def test_doctor_says_which_forge_and_refuses_one_that_cannot_open(
+    bare: Venv, tmp_path: Path
+) -> None:
+    repo = github_clone(tmp_path / "project")
+    done = agentrun_in(bare.bin, repo, "doctor")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == (
+        "forge: local (auto: origin is on github.com, but the github forge is not installed: "
+        "pip install 'git-agentrun[github]')"
+    )
+    asked = github_clone(tmp_path / "asked", kind="github")
+    done = agentrun_in(bare.bin, asked, "doctor")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == (
+        "forge: github (configured) cannot open: it needs PyGithub: "
+        "pip install 'git-agentrun[github]'"
+    )
+
+
 def test_a_folder_named_github_on_the_path_is_not_pygithub(bare: Venv, tmp_path: Path) -> None:
     """A checkout's ``github/`` folder (a namespace package to Python) passes for no
     library: auto still builds locally, and the github forge is still refused."""
@@ -166,11 +185,10 @@ def test_pipx_install_of_the_wheel(dist: Dist, tmp_path: Path) -> None:
         "PIPX_MAN_DIR": str(tmp_path / "man"),
     }
     check([BIN / "pipx", "install", dist.wheel], environ=env(homes))
-    hint = "pipx install --force 'git-agentrun[github]'"
+    hint = "pipx inject git-agentrun 'PyGithub>=2.8' 'requests>=2.28'"
     words = installed_tool(tmp_path / "bin", tmp_path, hint)
-    # The hinted command, with this wheel for the package index's release, adds PyGithub.
-    local = [f"{dist.wheel}[github]" if w == "git-agentrun[github]" else w for w in words]
-    check([BIN / local[0], *local[1:]], environ=env(homes))
+    # The hinted command, as it is, adds PyGithub and keeps this wheel's git-agentrun.
+    check([BIN / words[0], *words[1:]], environ=env(homes))
     python = tmp_path / "pipx/venvs/git-agentrun/bin/python"
     assert run([python, "-c", NO_PYGITHUB]).returncode == 1  # found now
 

@@ -76,5 +76,5 @@ def test_the_readme_installs_the_distribution_by_its_name() -> None:
     first_build = section("Your first build, on your own project")
     for command in ("pipx install git-agentrun", "uv tool install git-agentrun"):
         assert command in first_build
-    assert "pipx install --force 'git-agentrun[github]'" in first_build
+    assert "pipx inject git-agentrun 'PyGithub>=2.8' 'requests>=2.28'" in first_build
     assert not re.search(r"(pip|pipx|uv tool) install agentrun\b", README)

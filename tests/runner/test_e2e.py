@@ -421,6 +421,7 @@ def test_the_users_tree_and_index_are_untouched(repo_path: Path, repo: pygit2.Re
 
     created = create_build(repo, GOAL)
     assert created.dirty is True
+    assert created.uncommitted_note().endswith("are not part of the build")
     outcome = run_build(repo, created.slug)
 
     assert outcome.state.state_name == "complete"
@@ -428,6 +429,24 @@ def test_the_users_tree_and_index_are_untouched(repo_path: Path, repo: pygit2.Re
     head = repo.revparse_single(f"agentrun/{created.slug}").peel(pygit2.Commit)
     assert head.tree["README.md"].data == b"rewritten by the agent\n"
     assert "staged.txt" not in head.tree  # the user's uncommitted work is not in the build
+
+
+def test_run_says_an_uncommitted_config_is_the_one_change_it_uses(
+    repo_path: Path, repo: pygit2.Repository
+) -> None:
+    configure(repo_path, extra='[[verify]]\nname = "ok"\ncommand = "true"\n')
+    config = repo_path / ".agentrun.toml"
+    config.write_text(config.read_text().replace('command = "true"', 'command = "test -d ."'))
+
+    ran = run_cli(repo_path, "run", GOAL)
+
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert (
+        "note: uncommitted changes in your working tree are not part of the build, except "
+        ".agentrun.toml: the build runs with its settings as they are now"
+    ) in ran.stdout
+    (created,) = payloads(repo, EventLog(repo).slugs()[0], "build.created")
+    assert created.config["verify"][0]["command"] == "test -d ."
 
 
 def test_an_agent_that_commits_itself_still_yields_one_phase_commit(

@@ -93,6 +93,32 @@ def test_a_failing_setup_parks_with_its_output_and_an_answer_runs_it_again(
     assert runs(tmp_path) == 2
 
 
+def test_setup_after_a_failed_run_starts_from_a_clean_worktree(
+    repo_path: Path, repo: pygit2.Repository, tmp_path: Path
+) -> None:
+    # The first run half-makes its ignored env/ and fails, as a Ctrl-C in `python3 -m venv`
+    # leaves a venv without its pip; run again over that, it would fail the same way.
+    (repo_path / ".gitignore").write_text("env/\n")
+    git(repo_path, "add", ".gitignore")
+    flag = tmp_path / "fixed"
+    command = (
+        "test ! -e env/half || { echo 'env/bin/pip: not found'; exit 127; }; "
+        f"mkdir -p env && touch env/half && test -e {flag} && rm env/half"
+    )
+    configure(repo_path, [], extra=setup_table(tmp_path, command))
+    slug = create_build(repo, "Half-made env").slug
+    parked = run_build(repo, slug).state
+    assert parked.state_name == "parked"
+    question = parked.open_escalations[0].question
+    assert "exit 1" in question
+    assert "abort and run the build again" in question  # how to change the command
+
+    flag.write_text("")
+    answer(repo, slug, "fixed the index")
+    assert state_of(resume_build(repo, slug)).state_name == "complete"
+    assert runs(tmp_path) == 2
+
+
 def test_setup_that_leaves_untracked_files_fails_naming_them(
     repo_path: Path, repo: pygit2.Repository, tmp_path: Path
 ) -> None:

@@ -229,7 +229,7 @@ def run(
             click.echo(f"no runtime is configured: using {created.picked}")
         click.echo(f"build {created.slug} from {created.base_ref} ({created.base_sha[:10]})")
         if created.dirty:
-            click.echo("note: uncommitted changes in your working tree are not part of the build")
+            click.echo(created.uncommitted_note())
         with progress() as observer:
             outcome = run_build(repo, created.slug, observer, remote, stop_at)
         _finish(outcome)
@@ -251,15 +251,16 @@ def _finish(outcome: Outcome) -> NoReturn:
 
 @cli.command()
 def doctor() -> None:
-    """Which runtimes can run here and the isolation level in force; exits 1 when the
-    default role cannot run or the isolation asked for is impossible."""
+    """Which runtimes can run here, the isolation level in force and the forge; exits 1
+    when the default role cannot run, the isolation asked for is impossible or the forge
+    asked for is not installed."""
     from agentrun.cli.render import doctor_lines
     from agentrun.commands.doctor import doctor as diagnose
 
     found = diagnose(_repo())
     for line in doctor_lines(found):
         click.echo(line)
-    if not (found.default_ok and found.isolation_ok):
+    if not (found.default_ok and found.isolation_ok and found.forge_ok):
         raise click.exceptions.Exit(EXIT_USER)
 
 

@@ -216,4 +216,6 @@ def doctor_lines(found: Diagnosis) -> list[str]:
         lines.append(f"the default role cannot run: none of {', '.join(found.default)} is usable")
     if found.isolation:
         lines.append(found.isolation)
+    if found.forge:
+        lines.append(found.forge)
     return lines

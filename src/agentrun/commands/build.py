@@ -12,7 +12,7 @@ import pygit2
 
 from agentrun import secrets
 from agentrun.commands.doctor import auto_pick
-from agentrun.config import Config, config_from_data, load_config
+from agentrun.config import CONFIG_FILE, Config, config_from_data, load_config
 from agentrun.errors import AgentrunError, ConcurrentUpdateError, ConfigError
 from agentrun.events import BuildCreated, HumanActor
 from agentrun.gitrepo import require_commits, user_login
@@ -34,6 +34,14 @@ class Created:
     base_sha: str
     dirty: bool
     picked: str | None = None  # the runtime chosen because none was configured
+    config_dirty: bool = False  # .agentrun.toml itself has uncommitted changes
+
+    def uncommitted_note(self) -> str:
+        """What `run` says of uncommitted work; the config is the one file read as it is."""
+        said = "note: uncommitted changes in your working tree are not part of the build"
+        if self.config_dirty:
+            said += f", except {CONFIG_FILE}: the build runs with its settings as they are now"
+        return said
 
 
 def slugify(goal: str) -> str:
@@ -123,13 +131,15 @@ def resolve_base(repo: pygit2.Repository, base: str | None) -> tuple[str, str]:
     return name, str(commit.id)
 
 
-def has_uncommitted(repo: pygit2.Repository) -> bool:
+def uncommitted(repo: pygit2.Repository) -> list[str]:
+    """The paths with changes that are not committed (ignored files aside)."""
     if repo.is_bare:
-        return False
-    return any(
-        flags != pygit2.GIT_STATUS_IGNORED and flags != pygit2.GIT_STATUS_CURRENT
-        for flags in repo.status().values()
-    )
+        return []
+    return [
+        path
+        for path, flags in repo.status().items()
+        if flags != pygit2.GIT_STATUS_IGNORED and flags != pygit2.GIT_STATUS_CURRENT
+    ]
 
 
 def create_build(
@@ -154,7 +164,7 @@ def create_build(
     # Before anything is written: the goal may hold a secret value (scrubbed, slug too).
     secrets.remember_config(config, os.environ)
     base_ref, base_sha = resolve_base(repo, base)
-    dirty = has_uncommitted(repo)
+    changed = uncommitted(repo)
     log = EventLog(repo)
     taken = set(log.slugs()) | set(archived(repo))
     stem = slugify(goal)
@@ -176,7 +186,7 @@ def create_build(
             log.append(slug, [Draft(created, HumanActor(login=user_login(repo)))], None)
         except ConcurrentUpdateError:
             continue  # another process took this slug a moment ago
-        return Created(slug, base_ref, base_sha, dirty, picked)
+        return Created(slug, base_ref, base_sha, bool(changed), picked, CONFIG_FILE in changed)
     raise AgentrunError(f"too many builds named {stem}-N: archive some with `git agentrun pulls`")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pygit2
@@ -34,6 +34,35 @@ class Diagnosis:
     picked: bool  # the default was picked here, not configured
     isolation: str = ""  # "isolation: namespace (auto (GITHUB_ACTIONS=true): ...)"
     isolation_ok: bool = True
+    forge: str = ""  # "forge: local (auto: origin is not on github.com)"
+    forge_ok: bool = True
+
+
+def forge_line(repo: pygit2.Repository, config: Config) -> tuple[str, bool]:
+    """The forge builds here would use, and why; not ok when one asked for cannot open."""
+    from agentrun import extras
+    from agentrun.forge.base import forge_kind, origin_on_github
+
+    asked = config.forge.kind
+    kind = forge_kind(repo, asked)
+    if asked != "auto":
+        if kind in extras.EXTRAS and not extras.installed(kind):
+            needs = extras.EXTRAS[kind][1]
+            return (
+                f"forge: {kind} (configured) cannot open: it needs {needs}: "
+                f"{extras.install_command(kind)}",
+                False,
+            )
+        return f"forge: {kind} (configured)", True
+    if kind == "github":
+        return "forge: github (auto: origin is on github.com)", True
+    if origin_on_github(repo):
+        return (
+            "forge: local (auto: origin is on github.com, but the github forge is not "
+            f"installed: {extras.install_command('github')})",
+            True,
+        )
+    return "forge: local (auto: origin is not on github.com)", True
 
 
 def isolation_line(config: Config, environ: Mapping[str, str]) -> tuple[str, bool]:
@@ -76,7 +105,9 @@ def diagnose(config: Config, environ: Mapping[str, str] | None = None) -> Diagno
 
 
 def doctor(repo: pygit2.Repository) -> Diagnosis:
-    return diagnose(load_config(Path(repo.workdir)) if repo.workdir else Config())
+    config = load_config(Path(repo.workdir)) if repo.workdir else Config()
+    forge, forge_ok = forge_line(repo, config)
+    return replace(diagnose(config), forge=forge, forge_ok=forge_ok)
 
 
 def auto_pick(config: Config, environ: Mapping[str, str] | None = None) -> tuple[Config, str]:

@@ -26,6 +26,7 @@ from agentrun.gitrepo import common_dir, worktrees_dir
 from agentrun.isolation import gitdir
 from agentrun.isolation.homes import home_path
 from agentrun.kernel.state import BuildState
+from agentrun.runner.setup import marker_of
 from agentrun.runner.workspace import DISCARDED
 from agentrun.store.archive import archived
 from agentrun.store.cache import StateCache, load_state
@@ -91,6 +92,8 @@ def _tidy(
         if not dry_run:
             _remove_worktree(repo, path)
         result.lines.append(f"{verb} worktree {path}")
+    if not dry_run:
+        marker_of(path).unlink(missing_ok=True)  # what [setup] noted of that worktree
     # The worktree's private git dir and the build's HOME (isolation) go with it.
     for kind, folder in (("git dir", gitdir.path_of(repo, slug)), ("home", home_path(repo, slug))):
         if folder.exists():

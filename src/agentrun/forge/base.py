@@ -153,9 +153,12 @@ def forge_kind(repo: pygit2.Repository, kind: str) -> str:
     installed, else ``local``: a clone of a GitHub project builds locally without it."""
     if kind != "auto":
         return kind
+    return "github" if origin_on_github(repo) and extras.installed("github") else "local"
+
+
+def origin_on_github(repo: pygit2.Repository) -> bool:
     names = [n for n in repo.remotes.names() if n]
-    url = (repo.remotes["origin"].url or "") if "origin" in names else ""
-    return "github" if "github.com" in url and extras.installed("github") else "local"
+    return "origin" in names and "github.com" in (repo.remotes["origin"].url or "")
 
 
 def require_forge(kind: str) -> None:

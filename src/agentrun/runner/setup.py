@@ -5,7 +5,8 @@ that worktree. The digest of those files is kept beside the worktree, not in the
 fresh CI clone has no worktree, so it runs setup once. The command gets the checks'
 environment and runs isolated like a check (the agent can change what it runs). Its
 output is an artifact (``setup-<n>.txt``) of an ``observation.recorded``; a failure parks
-the build with the output's tail as the question, and an answer lets it try again. What
+the build with the output's tail as the question, and an answer lets it try again, in a
+worktree cleaned of what the unfinished run left (ignored files too). What
 setup makes must be ignored by ``.gitignore``: the worktree is cleaned before each phase,
 so untracked files it leaves are named and fail the step.
 """
@@ -34,6 +35,8 @@ PHASE = "setup"
 TAIL_CHARS = 2000
 OUTPUT_LIMIT = 64 * 1024
 NAMED_FILES = 10
+SCRATCH = ".agentrun/"  # the sessions' own folder (context, outbox), never setup's
+UNFINISHED = "unfinished"  # the marker's digest while setup runs, and after it failed
 
 
 def ensure(build: BuildHandle, workspace: Workspace) -> bool:
@@ -43,8 +46,15 @@ def ensure(build: BuildHandle, workspace: Workspace) -> bool:
         return True
     digest = _digest(build.repo, build.state.head, step)
     marker = _marker(workspace)
-    if _recorded(marker) == digest:
+    recorded = _recorded(marker)
+    if recorded == digest:
         return True
+    if recorded == UNFINISHED:
+        # The last run failed or was cut off (Ctrl-C, a dead job): what it half made (a venv
+        # without its pip) would fail the next run the same way, so it starts clean.
+        clean = ("clean", "-q", "-f", "-f", "-d", "-x", "-e", f"/{SCRATCH}")
+        gitcli.run(clean, cwd=workspace.path, check=True)
+    marker.write_text(json.dumps({"digest": UNFINISHED}), encoding="utf-8")
     started = time.monotonic()
     done = _run(build, workspace, step)
     output = done.output
@@ -71,8 +81,9 @@ def ensure(build: BuildHandle, workspace: Workspace) -> bool:
     state = build.state
     question = (
         f"The setup command failed: {problem}. The end of its output:\n"
-        f"{output[-TAIL_CHARS:].strip()}\n-- answer to run it again (fix what it needs first), "
-        "or abort the build."
+        f"{output[-TAIL_CHARS:].strip()}\n-- answer to run it again from a clean worktree "
+        "(fix what it needs first: the command is the one [setup] held when the build "
+        "started; to change it, abort and run the build again), or abort the build."
     )
     raised = EscalationRaised(
         id=next_escalation_id(state),
@@ -109,8 +120,12 @@ def _files(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str = "") -> list
 
 
 def _marker(workspace: Workspace) -> Path:
+    return marker_of(workspace.path)
+
+
+def marker_of(worktree: Path) -> Path:
     """Beside the worktree (an agent cannot edit it; a re-made worktree forgets it)."""
-    return workspace.path.parent / f"{workspace.path.name}.setup.json"
+    return worktree.parent / f"{worktree.name}.setup.json"
 
 
 def _recorded(marker: Path) -> str | None:
@@ -144,11 +159,10 @@ def _untracked(workspace: Workspace) -> list[str]:
     listed = gitcli.run(
         ("status", "--porcelain", "--untracked-files=all", "-z"), cwd=workspace.path, check=True
     ).stdout
-    scratch = ".agentrun/"
     return [
         entry[3:]
         for entry in listed.split("\0")
-        if entry.startswith("?? ") and not entry[3:].startswith(scratch)
+        if entry.startswith("?? ") and not entry[3:].startswith(SCRATCH)
     ]
 
 
