@@ -564,6 +564,24 @@ def test_a_guard_failure_starts_the_next_round_with_the_reason(
     assert outcome.state.state_name == "complete"
 
 
+def test_a_check_that_keeps_failing_asks_with_the_end_of_its_output(
+    repo_path: Path, repo: pygit2.Repository
+) -> None:
+    """pytest prints what failed last: the question keeps the end of the output, not only
+    its start (progress dots and FAILURES banners)."""
+    noise = "." * 3000
+    command = f"echo {noise}; echo 'FAILED tests/test_x.py::test_last - assert 1 == 2'; exit 1"
+    configure(repo_path, extra=f'[[verify]]\nname = "tests"\ncommand = "{command}"\n')
+    _, outcome = build(repo)
+
+    assert outcome.state.state_name == "parked"
+    (escalation,) = outcome.state.open_escalations
+    assert escalation.cause == "round-limit"
+    assert "Verify step `tests` failed in round 3" in escalation.question
+    assert "FAILED tests/test_x.py::test_last - assert 1 == 2" in escalation.question
+    assert len(escalation.question) < 600
+
+
 def test_a_symlink_pointing_outside_the_worktree_is_refused(
     repo_path: Path, repo: pygit2.Repository
 ) -> None:

@@ -422,6 +422,10 @@ def next_escalation_id(s: BuildState) -> str:
     return f"e{s.escalation_count + 1}"
 
 
-def _clip(text: str, limit: int = 400) -> str:
+def _clip(text: str, limit: int = 400, head: int = 120) -> str:
+    """``text`` on one line, at most ``limit`` characters: its start (what failed) and its
+    end, where test runners print their summary (pytest's ``FAILED …`` lines)."""
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    if len(text) <= limit:
+        return text
+    return f"{text[:head]} ... {text[-(limit - head - 5) :]}"
