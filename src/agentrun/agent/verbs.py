@@ -34,9 +34,10 @@ from agentrun.events import (
 )
 from agentrun.gitrepo import open_repo
 from agentrun.kernel.decide import next_escalation_id
+from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import BuildState
 from agentrun.store.cache import StateCache, load_state
-from agentrun.store.log import Draft, EventLog, Tip
+from agentrun.store.log import EventLog, Tip
 
 PHASE_VERBS: dict[str, tuple[str, ...]] = {
     "plan": ("plan", "escalate"),

@@ -16,12 +16,13 @@ from agentrun.config import Config, config_from_data, load_config
 from agentrun.errors import AgentrunError, ConcurrentUpdateError, ConfigError
 from agentrun.events import BuildCreated, HumanActor
 from agentrun.gitrepo import require_commits, user_login
+from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import BuildState
 from agentrun.runner.build import Observer
 from agentrun.runner.loop import Outcome, Runner
 from agentrun.snapshot import snapshot
 from agentrun.store.archive import archived
-from agentrun.store.log import Draft, EventLog
+from agentrun.store.log import EventLog
 
 SLUG_WORDS = 8
 SLUG_CHARS = 40

@@ -23,10 +23,11 @@ from agentrun.events import (
     HumanActor,
 )
 from agentrun.gitrepo import user_login
+from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import BuildState
 from agentrun.runner.loop import Runner
 from agentrun.store.cache import StateCache, load_state
-from agentrun.store.log import Draft, EventLog, Tip
+from agentrun.store.log import EventLog, Tip
 
 RETRIES = 50
 

@@ -15,11 +15,12 @@ from agentrun.events import BuildCreated, HumanActor, ImplementCompleted, Propos
 from agentrun.forge.base import ProposalInfo
 from agentrun.forge.local import LocalForge, git_in, tracked_changes
 from agentrun.gitrepo import now_utc, user_login
+from agentrun.kernel.draft import Draft
 from agentrun.secrets import scrub
 from agentrun.store.archive import archive
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.lease import read_lease
-from agentrun.store.log import Draft, EventLog
+from agentrun.store.log import EventLog
 
 _ATTEMPTS = 20
 PULL_BRANCHES = "pulls/"  # where `pulls checkout N` puts proposal N's head

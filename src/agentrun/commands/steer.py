@@ -27,11 +27,12 @@ from agentrun.events import (
 )
 from agentrun.forge.base import WRITE_OR_ABOVE, Comment, HostedForge
 from agentrun.forge.commands import Command, Refusal, parse
+from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import BuildState
 from agentrun.sanitize import sanitize
 from agentrun.secrets import scrub
 from agentrun.store.cache import StateCache, load_state
-from agentrun.store.log import Draft, EventLog
+from agentrun.store.log import EventLog
 
 FORGE = "github"
 MARK = "<!-- agentrun -->"  # on every comment agentrun posts, so it never reads its own

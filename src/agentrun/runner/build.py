@@ -20,10 +20,11 @@ import pygit2
 
 from agentrun.errors import AgentrunError, ConcurrentUpdateError
 from agentrun.events import Event, KernelActor
+from agentrun.kernel.draft import Draft
 from agentrun.kernel.evolve import evolve
 from agentrun.kernel.state import BuildState
 from agentrun.store.cache import StateCache, load_state
-from agentrun.store.log import Draft, EventLog, Stored, Tip, build_ref
+from agentrun.store.log import EventLog, Stored, Tip, build_ref
 
 FACT_RETRIES = 50
 

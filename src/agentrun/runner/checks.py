@@ -22,11 +22,11 @@ from agentrun.events import (
 )
 from agentrun.gitrepo import common_dir
 from agentrun.kernel.decide import RunCheck, RunFinalizeStep, SkipVerify
+from agentrun.kernel.draft import Draft
 from agentrun.runner.build import BuildHandle
 from agentrun.runner.environment import session_env
 from agentrun.runner.watch import AbortWatcher
 from agentrun.runner.workspace import PhaseMark, Workspace
-from agentrun.store.log import Draft
 from agentrun.store.notes import add_note
 
 REPORT_LIMIT = 64 * 1024

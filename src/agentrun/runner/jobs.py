@@ -26,8 +26,8 @@ from agentrun.events import (
     VerifyVerdict,
 )
 from agentrun.kernel.decide import RunAgentVerify, RunFinalizeStep, RunPhase
+from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import Report
-from agentrun.store.log import Draft
 
 AgentWork = RunPhase | RunAgentVerify | RunFinalizeStep
 

@@ -51,6 +51,7 @@ from agentrun.kernel.decide import (
     Wait,
     decide,
 )
+from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import BuildState
 from agentrun.runner import setup
 from agentrun.runner.basecheck import base_moved
@@ -62,7 +63,6 @@ from agentrun.runner.remote import RemoteRun, configured_remote
 from agentrun.runner.sessions import SessionRunner
 from agentrun.runner.workspace import Workspace
 from agentrun.store.lease import Heartbeat, Lease, acquire, lease_ttl
-from agentrun.store.log import Draft
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from agentrun.events import (
 )
 from agentrun.forge import Forge, open_forge
 from agentrun.forge.base import HostedForge, forge_kind
+from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import BuildState, Proposal
 from agentrun.runner.build import BuildHandle
 from agentrun.runner.status_text import (
@@ -50,7 +51,6 @@ from agentrun.runner.status_text import (
     render_status,
     state_label,
 )
-from agentrun.store.log import Draft
 
 # The texts live in status_text; these names stay importable from here too.
 __all__ = [

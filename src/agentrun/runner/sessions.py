@@ -39,6 +39,7 @@ from agentrun.kernel.decide import (
     remaining_budget,
     remaining_wall_seconds,
 )
+from agentrun.kernel.draft import Draft
 from agentrun.kernel.evolve import PRODUCERS
 from agentrun.kernel.state import BuildState, Report
 from agentrun.prices import price_of, with_cost
@@ -57,7 +58,6 @@ from agentrun.runtimes.base import (
     make_runtime,
 )
 from agentrun.store.lease import Heartbeat
-from agentrun.store.log import Draft
 from agentrun.store.notes import add_note
 
 

@@ -24,11 +24,11 @@ from agentrun.config import SetupStep
 from agentrun.events import EscalationRaised, ObservationRecorded
 from agentrun.gitrepo import tree_at
 from agentrun.kernel.decide import next_escalation_id
+from agentrun.kernel.draft import Draft
 from agentrun.kernel.paths import spec
 from agentrun.runner.build import BuildHandle
 from agentrun.runner.checks import run_in_worktree
 from agentrun.runner.workspace import Workspace
-from agentrun.store.log import Draft
 
 PHASE = "setup"
 TAIL_CHARS = 2000
