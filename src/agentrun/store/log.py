@@ -39,7 +39,9 @@ from agentrun.gitrepo import (
     signature,
     tree_at,
 )
-from agentrun.kernel.draft import Draft
+
+# Named here too for commands/action.py, which imports it from the store (to move with it).
+from agentrun.kernel.draft import Draft as Draft
 from agentrun.secrets import scrub, scrub_bytes
 
 BUILDS = "refs/agentrun/builds/"
