@@ -32,7 +32,8 @@ from agentrun.events import (
     ObservationRecorded,
     encode,
 )
-from agentrun.store.log import Draft, EventLog, Tip
+from agentrun.kernel.draft import Draft
+from agentrun.store.log import EventLog, Tip
 
 TS = datetime(2026, 11, 3, 12, 0, tzinfo=UTC)
 WRITER = "bench"

@@ -32,7 +32,8 @@ from agentrun.events import (
     PlanStarted,
     SessionStarted,
 )
-from agentrun.store.log import Draft, EventLog
+from agentrun.kernel.draft import Draft
+from agentrun.store.log import EventLog
 
 HEAVY = ("pydantic", "pygit2", "httpx", "rich", "github", "gitlab", "psutil")
 IMPORT_CHECK = """

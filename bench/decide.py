@@ -47,8 +47,9 @@ from agentrun.events import (
 )
 from agentrun.gitrepo import commit_at
 from agentrun.kernel import decide
+from agentrun.kernel.draft import Draft
 from agentrun.store.cache import StateCache, load_state
-from agentrun.store.log import Draft, EventLog, Tip
+from agentrun.store.log import EventLog, Tip
 
 SLUG = "long-build"
 START = datetime(2026, 11, 3, 8, 0, tzinfo=UTC)

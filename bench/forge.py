@@ -46,7 +46,8 @@ from support.prism import (  # noqa: E402  (the tests' proxy, reused as the mock
 
 from agentrun.config import Config  # noqa: E402
 from agentrun.events import BuildCreated, EscalationRaised, HumanActor  # noqa: E402
-from agentrun.store.log import Draft, EventLog  # noqa: E402
+from agentrun.kernel.draft import Draft  # noqa: E402
+from agentrun.store.log import EventLog  # noqa: E402
 
 EXAMPLES = ROOT / "tests/clients/node_modules/@octokit/webhooks-examples/api.github.com/index.json"
 PHASES = 8

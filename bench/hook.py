@@ -26,7 +26,8 @@ import pygit2
 from _common import IDENTITY
 
 from agentrun.events import BuildCreated, HumanActor
-from agentrun.store.log import Draft, EventLog
+from agentrun.kernel.draft import Draft
+from agentrun.store.log import EventLog
 
 SLUG = "b-bench"
 COMMITS = 20

@@ -27,7 +27,8 @@ from _common import IDENTITY
 
 from agentrun.commands.sweep import sweep as sweep_builds
 from agentrun.events import BuildCreated, EscalationRaised, HumanActor, RunnerAttached
-from agentrun.store.log import Draft, EventLog
+from agentrun.kernel.draft import Draft
+from agentrun.store.log import EventLog
 
 BUILDS = 100
 TRACKING = "+refs/agentrun/*:refs/agentrun-remotes/origin/*"

@@ -13,7 +13,8 @@ from agentrun import secrets
 from agentrun.commands.build import create_build, run_build
 from agentrun.commands.inspect import transcript
 from agentrun.events import BuildCreated, ObservationRecorded, SessionStarted
-from agentrun.store.log import Draft, EventLog
+from agentrun.kernel.draft import Draft
+from agentrun.store.log import EventLog
 
 GITHUB = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 ANTHROPIC = "sk-ant-" + "api03-" + "x" * 40

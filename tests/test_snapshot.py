@@ -10,9 +10,10 @@ import pytest
 from agentrun.config import parse_config
 from agentrun.errors import MalformedEventError
 from agentrun.events import BuildCreated, HumanActor
+from agentrun.kernel.draft import Draft
 from agentrun.snapshot import SNAPSHOT_VERSION, read, snapshot
 from agentrun.store.cache import StateCache, load_state
-from agentrun.store.log import Draft, EventLog
+from agentrun.store.log import EventLog
 
 CONFIG = """
 [roles]

@@ -25,8 +25,9 @@ from agentrun.events import (
     EscalationRaised,
     ObservationRecorded,
 )
+from agentrun.kernel.draft import Draft
 from agentrun.store.lease import acquire
-from agentrun.store.log import Draft, EventLog
+from agentrun.store.log import EventLog
 
 GOAL = "Add the app module"
 SLUG = "add-the-app-module"

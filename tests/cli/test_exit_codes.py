@@ -24,7 +24,8 @@ from agentrun.commands.build import create_build
 from agentrun.commands.control import abort
 from agentrun.errors import EXIT_MEANINGS
 from agentrun.events import BuildFailed
-from agentrun.store.log import Draft, EventLog
+from agentrun.kernel.draft import Draft
+from agentrun.store.log import EventLog
 
 GOAL = "Add the app module"
 QUESTION = "Which colour should the button be?"

@@ -11,7 +11,8 @@ from conftest import git, make_repo
 
 from agentrun.cli.main import cli
 from agentrun.events import BuildCreated
-from agentrun.store.log import Draft, EventLog
+from agentrun.kernel.draft import Draft
+from agentrun.store.log import EventLog
 
 SLUG = "b-1"
 

@@ -13,8 +13,9 @@ from agentrun.commands.build import create_build, run_build
 from agentrun.commands.pulls import close_pull, merge_pull
 from agentrun.events import BuildFailed
 from agentrun.gitrepo import worktrees_dir
+from agentrun.kernel.draft import Draft
 from agentrun.store.lease import lease_ref
-from agentrun.store.log import Draft, EventLog
+from agentrun.store.log import EventLog
 
 GOAL = "Add the app module"
 

@@ -22,9 +22,10 @@ from agentrun.commands.pulls import (
 from agentrun.errors import ForgeError, UnknownBuildError
 from agentrun.events import BuildCreated, HumanActor, ProposalClosed
 from agentrun.forge.local import LocalForge
+from agentrun.kernel.draft import Draft
 from agentrun.store.archive import archived
 from agentrun.store.lease import acquire
-from agentrun.store.log import Draft, EventLog
+from agentrun.store.log import EventLog
 
 SLUG = "fix-login"
 BRANCH = f"agentrun/{SLUG}"

@@ -10,8 +10,9 @@ from runner.helpers import configure, run_cli
 
 from agentrun.commands.build import create_build, slugify
 from agentrun.events import BuildCreated
+from agentrun.kernel.draft import Draft
 from agentrun.store.archive import archive
-from agentrun.store.log import Draft, EventLog
+from agentrun.store.log import EventLog
 
 
 def logged(repo: pygit2.Repository, *slugs: str) -> None:

@@ -21,8 +21,9 @@ from agentrun.commands.build import create_build, resume_build, run_build
 from agentrun.commands.control import answer
 from agentrun.config import load_config
 from agentrun.events import BuildCreated, HumanActor
+from agentrun.kernel.draft import Draft
 from agentrun.runner.loop import Outcome
-from agentrun.store.log import Draft, EventLog
+from agentrun.store.log import EventLog
 
 REPO = "/repos/octocat/Hello-World"
 ISSUE, PR = 42, 1347

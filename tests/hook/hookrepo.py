@@ -11,7 +11,8 @@ import pygit2
 from runner.helpers import cli_env, git
 
 from agentrun.events import BuildCreated, HumanActor
-from agentrun.store.log import Draft, EventLog
+from agentrun.kernel.draft import Draft
+from agentrun.store.log import EventLog
 
 # Token shapes, built at run time so that no literal token sits in this repository.
 GITHUB = "ghp_" + "aB3dE5" * 6

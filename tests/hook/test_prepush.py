@@ -18,8 +18,9 @@ from agentrun.cli.main import cli
 from agentrun.commands.build import create_build, run_build
 from agentrun.config import parse_config
 from agentrun.events import BuildCreated, ObservationRecorded
+from agentrun.kernel.draft import Draft
 from agentrun.store.archive import archive
-from agentrun.store.log import Draft, EventLog, Tip
+from agentrun.store.log import EventLog, Tip
 from agentrun.store.notes import NOTES_REF
 
 PROTECT = '[protect]\npaths = ["tests/acceptance/**", ".github/workflows/*.yml"]\n'

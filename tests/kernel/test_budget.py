@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from sim import BASE_TS, Build, drive, fake_sha, fold
+from scenario import BASE_TS, Build, drive, fake_sha, fold
 
 from agentrun.config import Budget, Config, Pipeline, Policy, VerifyStep
 from agentrun.events import (

@@ -1,6 +1,6 @@
 """``decide``: one row per decision the kernel makes and per rule (DESIGN §3, §4, §5, §12).
 
-Each row drives a simulated build (``sim.Build``: the events a runner, an agent and a
+Each row drives a simulated build (``scenario.Build``: the events a runner, an agent and a
 person would append) to a point and states the exact decision expected there.
 """
 
@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from sim import NO_TERMINAL, Act, Build
+from scenario import NO_TERMINAL, Act, Build
 
 from agentrun.config import Config, FinalizeStep, Pipeline, Policy, VerifyStep
 from agentrun.events import (
@@ -86,6 +86,12 @@ def attempts_question(key: str, failures: int, error: str) -> str:
         f"{key} failed {failures} times; last error: {error} -- answer to try again"
         " (with any guidance), or abort the build."
     )
+
+
+NO_RUNTIME = (
+    "no runtime is configured for role 'plan': set roles.plan or roles.default in "
+    ".agentrun.toml (`git agentrun init` writes an example)"
+)
 
 
 def permanent_question(key: str, error: str) -> str:
@@ -416,7 +422,7 @@ CASES = [
             "plan",
             1,
             "permanent-failure",
-            permanent_question("plan@1", "no runtime is configured for role 'plan'"),
+            permanent_question("plan@1", NO_RUNTIME),
         ),
     ),
     Case(
@@ -468,7 +474,7 @@ CASES = [
             feedback=(
                 answered(
                     "e1",
-                    permanent_question("plan@1", "no runtime is configured for role 'plan'"),
+                    permanent_question("plan@1", NO_RUNTIME),
                     "configured now",
                 ),
             )

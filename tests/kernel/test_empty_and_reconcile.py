@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from sim import BASE_SHA, GOAL, Act, Build, envelope, fold
+from scenario import BASE_SHA, GOAL, Act, Build, envelope, fold
 
 from agentrun.config import Config, Pipeline, VerifyStep
 from agentrun.events import (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sim import Build
+from scenario import Build
 from test_decide import CONFIG, to_code_review, to_finalize
 
 from agentrun.events import (

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sim import Act, ActKind, Control, Human, Script, Trace, drive
+from scenario import Act, ActKind, Control, Human, Script, Trace, drive
 
 from agentrun.config import Config, FinalizeStep, Pipeline, Policy, VerifyStep
 from agentrun.events import EscalationRaised, decode, encode

@@ -33,12 +33,12 @@ from support.model_server import ModelServer, Request, ToolCall, Turn
 
 from agentrun import procs
 from agentrun.agent.outbox import OUTBOX, drain, queue
-from agentrun.agent.verbs import Report
 from agentrun.commands.build import create_build, run_build
 from agentrun.config import RuntimeConfig
 from agentrun.errors import VerbError
 from agentrun.events import Usage
 from agentrun.forge.local import LocalForge
+from agentrun.kernel.verbs import VerbReport
 from agentrun.runner.loop import Outcome
 from agentrun.runtimes.aider import last_reply, parse_block
 from agentrun.runtimes.aider import usage_of as aider_usage
@@ -637,27 +637,30 @@ def test_a_session_continues_with_the_clis_resume(kind: str, tmp_path: Path) -> 
     ("reply", "expected"),
     [
         ("no block here", None),
-        ("```agentrun\napprove\n```", Report("approve")),
-        ("```agentrun\nplan\n1. One.\n2. Two.\n```", Report("plan", text="1. One.\n2. Two.")),
+        ("```agentrun\napprove\n```", VerbReport("approve")),
+        ("```agentrun\nplan\n1. One.\n2. Two.\n```", VerbReport("plan", text="1. One.\n2. Two.")),
         (
             '```agentrun\nrevise --finding "a b" --finding c\n```',
-            Report("revise", findings=("a b", "c")),
+            VerbReport("revise", findings=("a b", "c")),
         ),
         (
             "```agentrun\nrevise\n- first\n\n- second\n```",
-            Report("revise", findings=("first", "second")),
+            VerbReport("revise", findings=("first", "second")),
         ),
-        ('```agentrun\ngit agentrun agent done --summary "x y"\n```', Report("done", text="x y")),
-        ("```agentrun\ndone\nadded the parser\n```", Report("done", text="added the parser")),
-        ('```agentrun\nescalate "Which API?"\n```', Report("escalate", text="Which API?")),
-        ('```agentrun\nfail --reason "no tests"\n```', Report("fail", text="no tests")),
+        (
+            '```agentrun\ngit agentrun agent done --summary "x y"\n```',
+            VerbReport("done", text="x y"),
+        ),
+        ("```agentrun\ndone\nadded the parser\n```", VerbReport("done", text="added the parser")),
+        ('```agentrun\nescalate "Which API?"\n```', VerbReport("escalate", text="Which API?")),
+        ('```agentrun\nfail --reason "no tests"\n```', VerbReport("fail", text="no tests")),
         (
             "```agentrun\napprove\n```\nthen\n```agentrun\nrevise --finding late\n```",
-            Report("revise", findings=("late",)),
+            VerbReport("revise", findings=("late",)),
         ),
     ],
 )
-def test_the_agentrun_block_reads_like_the_verbs(reply: str, expected: Report | None) -> None:
+def test_the_agentrun_block_reads_like_the_verbs(reply: str, expected: VerbReport | None) -> None:
     assert parse_block(reply) == expected
 
 

@@ -25,8 +25,9 @@ from agentrun import gitcli
 from agentrun.config import Config
 from agentrun.events import BuildCreated, BuildPauseRequested, HumanActor
 from agentrun.gitrepo import signature
+from agentrun.kernel.draft import Draft
 from agentrun.runner.workspace import PhaseMark, Workspace
-from agentrun.store.log import Draft, EventLog
+from agentrun.store.log import EventLog
 from agentrun.store.sync import SyncError, sync
 
 TOKEN = "ghs_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"

@@ -10,9 +10,10 @@ from conftest import git
 
 from agentrun.errors import ConcurrentUpdateError
 from agentrun.events import BuildCompleted, BuildCreated, HumanActor, ObservationRecorded
+from agentrun.kernel.draft import Draft
 from agentrun.store.archive import ARCHIVE_REF, archive, archived
 from agentrun.store.lease import acquire, read_lease
-from agentrun.store.log import Draft, EventLog
+from agentrun.store.log import EventLog
 
 
 def finished_build(log: EventLog, slug: str, extra: int = 2) -> str:

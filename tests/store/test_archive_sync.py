@@ -7,8 +7,9 @@ import test_sync
 from test_sync import T0, Machines, remote_ref
 
 from agentrun.events import BuildCreated, BuildPauseRequested, HumanActor
+from agentrun.kernel.draft import Draft
 from agentrun.store.archive import ARCHIVE_REF, archive, archived
-from agentrun.store.log import Draft, EventLog
+from agentrun.store.log import EventLog
 from agentrun.store.sync import sync
 
 machines = test_sync.machines  # two clones of a bare remote (the fixture)

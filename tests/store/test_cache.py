@@ -21,10 +21,11 @@ from agentrun.events import (
     SessionStarted,
 )
 from agentrun.kernel import BuildState, decide, replay
+from agentrun.kernel.draft import Draft
 from agentrun.kernel.evolve import evolve
 from agentrun.kernel.state import initial_state
 from agentrun.store.cache import StateCache, load_state
-from agentrun.store.log import Draft, EventLog, Tip
+from agentrun.store.log import EventLog, Tip
 
 SLUG = "long-build"
 

@@ -30,7 +30,8 @@ from agentrun.events import (
     ObservationRecorded,
     PlanSubmitted,
 )
-from agentrun.store.log import Draft, EventLog, Tip, build_ref, check_slug
+from agentrun.kernel.draft import Draft
+from agentrun.store.log import EventLog, Tip, build_ref, check_slug
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 SLUG = "issue-42-fix-login"

@@ -13,7 +13,8 @@ import pygit2
 import pytest
 
 from agentrun.events import BuildCreated, HumanActor, ObservationRecorded
-from agentrun.store.log import Draft, EventLog
+from agentrun.kernel.draft import Draft
+from agentrun.store.log import EventLog
 
 SLUG = "race"
 PER_WRITER = 1000
@@ -25,7 +26,8 @@ import pathlib, sys, time
 import pygit2
 from agentrun.errors import ConcurrentUpdateError
 from agentrun.events import ObservationRecorded
-from agentrun.store.log import Draft, EventLog
+from agentrun.kernel.draft import Draft
+from agentrun.store.log import EventLog
 
 path, slug, name, count, go = sys.argv[1:]
 while not pathlib.Path(go).exists():

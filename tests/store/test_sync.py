@@ -20,7 +20,8 @@ from agentrun.events import (
     HumanActor,
     RunnerAttached,
 )
-from agentrun.store.log import Draft, EventLog, Tip
+from agentrun.kernel.draft import Draft
+from agentrun.store.log import EventLog, Tip
 from agentrun.store.notes import NOTES_REF, add_note, read_notes
 from agentrun.store.remote_lease import claim_remote, release_remote
 from agentrun.store.sync import RefUpdate, Remote, SyncError, sync

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pygit2
 
-from agentrun.agent.verbs import PHASE_VERBS, AgentEnv, ReadOnlyCache
+from agentrun.agent.verbs import ReadOnlyCache
 from agentrun.kernel.state import BuildState
+from agentrun.kernel.verbs import PHASE_VERBS, AgentEnv
 from agentrun.store.cache import load_state
 from agentrun.store.log import EventLog
 

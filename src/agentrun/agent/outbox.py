@@ -50,7 +50,8 @@ def drain(repo: pygit2.Repository, workdir: Path, session: str) -> list[str]:
     session, is refused and appends nothing). Every request file is removed; one
     line per request says what became of it, for the session's transcript.
     """
-    from agentrun.agent.verbs import AgentEnv, Report, report
+    from agentrun.agent.verbs import report
+    from agentrun.kernel.verbs import AgentEnv, VerbReport
 
     folder = workdir / OUTBOX
     said: list[str] = []
@@ -63,7 +64,7 @@ def drain(repo: pygit2.Repository, workdir: Path, session: str) -> list[str]:
         try:
             data = json.loads(taken.read_text(encoding="utf-8"))
             env = AgentEnv(str(data["build"]), str(data["phase"]), int(data["round"]), session)
-            rep = Report(
+            rep = VerbReport(
                 verb=str(data["verb"]),
                 text=str(data.get("text", "")),
                 findings=tuple(str(f) for f in data.get("findings", ())),

@@ -15,56 +15,25 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import pygit2
 
 from agentrun import secrets
 from agentrun.agent.outbox import OUTBOX, queue
-from agentrun.errors import ConcurrentUpdateError, VerbError
-from agentrun.events import (
-    AgentActor,
-    AgentDone,
-    CodeReviewVerdict,
-    EscalationRaised,
-    PlanReviewVerdict,
-    PlanSubmitted,
-    VerifyVerdict,
-)
+from agentrun.errors import VerbError
 from agentrun.gitrepo import open_repo
-from agentrun.kernel.decide import next_escalation_id
+from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import BuildState
+from agentrun.kernel.verbs import AgentEnv, VerbReport, check_fits, verb_draft
+from agentrun.store.append import append_decided
 from agentrun.store.cache import StateCache, load_state
-from agentrun.store.log import Draft, EventLog, Tip
+from agentrun.store.log import EventLog
 
-PHASE_VERBS: dict[str, tuple[str, ...]] = {
-    "plan": ("plan", "escalate"),
-    "plan-review": ("approve", "revise", "escalate"),
-    "code-review": ("approve", "revise", "escalate"),
-    "implement": ("done", "escalate"),
-    "reconcile": ("done", "escalate"),
-    "finalize": ("done", "escalate"),
-    "verify": ("pass", "fail", "escalate"),
-}
-RETRIES = 50
 # The main repository's common git dir, set by the runner: under isolation the worktree
 # may have a private git dir of its own, which does not hold the build logs.
 GIT_DIR_VARIABLE = "AGENTRUN_GIT_DIR"
-
-
-@dataclass(frozen=True)
-class AgentEnv:
-    """Who is speaking: from AGENTRUN_BUILD, AGENTRUN_PHASE (``implement@2``), AGENTRUN_SESSION."""
-
-    build: str
-    phase: str
-    round: int
-    session: str
-
-    @property
-    def family(self) -> str:
-        return self.phase.split(":", 1)[0]
 
 
 def agent_env(environ: Mapping[str, str]) -> AgentEnv:
@@ -80,13 +49,6 @@ def agent_env(environ: Mapping[str, str]) -> AgentEnv:
     if not phase or not round_text.isdigit():
         raise VerbError(f"AGENTRUN_PHASE={phase_at!r} is not of the form <phase>@<round>")
     return AgentEnv(build, phase, int(round_text), session)
-
-
-@dataclass(frozen=True)
-class Report:
-    verb: str
-    text: str = ""
-    findings: tuple[str, ...] = ()
 
 
 class ReadOnlyCache(StateCache):
@@ -115,12 +77,12 @@ def worktree_of(cwd: Path) -> Path:
     return Path(workdir)
 
 
-def submit(env: AgentEnv, rep: Report, cwd: Path, environ: Mapping[str, str]) -> str:
+def submit(env: AgentEnv, rep: VerbReport, cwd: Path, environ: Mapping[str, str]) -> str:
     """Validate the report (reading only) and queue it; returns a one-line confirmation."""
     repo = log_repository(cwd, environ)
     _, state = load_state(EventLog(repo), ReadOnlyCache(repo), env.build)
     check_fits(state, env, rep.verb)
-    _, said = _draft(state, env, rep)
+    _, said = verb_draft(state, env, rep, secrets.scrub)
     workdir = worktree_of(cwd)
     check_not_queued(workdir, env)
     request = {"build": env.build, "phase": env.phase, "round": env.round}
@@ -145,94 +107,21 @@ def check_not_queued(workdir: Path, env: AgentEnv) -> None:
             )
 
 
-def report(repo: pygit2.Repository, env: AgentEnv, rep: Report) -> str:
+def report(repo: pygit2.Repository, env: AgentEnv, rep: VerbReport) -> str:
     """Append the agent's report to the log; returns a one-line confirmation.
 
     Called by the runner's process (the outbox's drain, runtimes that run inside it),
     which knows the secret values: what the report carries is scrubbed when appended.
     """
-    log = EventLog(repo)
-    cache = StateCache(repo)
-    for _ in range(RETRIES):
-        tip, state = load_state(log, cache, env.build)
+    said: list[str] = []
+
+    def decide(state: BuildState) -> list[Draft]:
         # An agent's process may hold its own key: what it reports is scrubbed of it too.
         secrets.remember_config(state.config, os.environ)
-        check_fits(state, env, rep.verb)
-        draft, said = _draft(state, env, rep)
-        try:
-            log.append(env.build, [draft], Tip(tip, state.seq))
-        except ConcurrentUpdateError:
-            continue  # the runner or a human appended meanwhile: re-read and re-check
-        return said
-    raise ConcurrentUpdateError(f"the log of {env.build} kept moving; try the verb again")
+        check_fits(state, env, rep.verb)  # re-checked on every fresh read
+        draft, text = verb_draft(state, env, rep, secrets.scrub)
+        said[:] = [text]
+        return [draft]
 
-
-def check_fits(state: BuildState, env: AgentEnv, verb: str) -> None:
-    allowed = PHASE_VERBS.get(env.family, ())
-    if verb not in allowed:
-        raise VerbError(
-            f"`{verb}` does not fit phase {env.phase}; use one of: {', '.join(allowed) or 'none'}"
-        )
-    session = state.session
-    if session is None or session.session != env.session:
-        raise VerbError(
-            f"session {env.session} is not the open session of build {env.build} "
-            "(it ended or was abandoned); nothing recorded"
-        )
-    if session.phase != env.phase or session.round != env.round:
-        raise VerbError(
-            f"session {env.session} runs {session.phase}@{session.round}, "
-            f"not {env.phase}@{env.round}; nothing recorded"
-        )
-    if session.report is not None:
-        raise VerbError(
-            f"session {env.session} already reported ({session.report.type}); nothing recorded"
-        )
-
-
-def _draft(state: BuildState, env: AgentEnv, rep: Report) -> tuple[Draft, str]:
-    role = state.session.role if state.session else env.family
-    actor = AgentActor(role=role, session=env.session)
-    verb = rep.verb
-    if verb == "plan":
-        if not rep.text.strip():
-            raise VerbError("the plan is empty: write the plan to a file and pass its path")
-        name = f"plan-r{env.round}.md"
-        first = secrets.scrub(rep.text.strip().splitlines()[0])[:100]
-        payload: object = PlanSubmitted(session=env.session, plan=name, summary_text=first)
-        return Draft(payload, actor, {name: rep.text.encode()}), f"plan submitted ({name})"
-    if verb in ("approve", "revise"):
-        if verb == "revise" and not rep.findings:
-            raise VerbError("`revise` needs at least one --finding saying what to change")
-        model = PlanReviewVerdict if env.family == "plan-review" else CodeReviewVerdict
-        payload = model(
-            session=env.session,
-            round=env.round,
-            verdict="approve" if verb == "approve" else "revise",
-            findings=rep.findings,
-        )
-        return Draft(payload, actor), f"verdict recorded: {verb}"
-    if verb == "done":
-        return Draft(AgentDone(session=env.session, summary_text=rep.text), actor), "done recorded"
-    if verb in ("pass", "fail"):
-        if verb == "fail" and not rep.text.strip():
-            raise VerbError("`fail` needs --reason saying what is wrong")
-        payload = VerifyVerdict(
-            session=env.session, verdict="pass" if verb == "pass" else "fail", reason=rep.text
-        )
-        return Draft(payload, actor), f"verify verdict recorded: {verb}"
-    if not rep.text.strip():
-        raise VerbError("`escalate` needs the question to ask")
-    esc_id = next_escalation_id(state)
-    payload = EscalationRaised(
-        id=esc_id,
-        phase=env.phase,
-        round=env.round,
-        source="agent",
-        cause="agent",
-        question=rep.text.strip(),
-        session=env.session,
-    )
-    return Draft(
-        payload, actor
-    ), f"escalation {esc_id} raised; the build parks until it is answered"
+    append_decided(EventLog(repo), env.build, decide, what=f"the {rep.verb} of {env.session}")
+    return said[0]

@@ -608,10 +608,11 @@ def agent() -> None:
 
 
 def _report(verb: str, text: str = "", findings: tuple[str, ...] = ()) -> None:
-    from agentrun.agent.verbs import Report, agent_env, submit
+    from agentrun.agent.verbs import agent_env, submit
+    from agentrun.kernel.verbs import VerbReport
 
     env = agent_env(os.environ)
-    click.echo(submit(env, Report(verb, text, findings), Path.cwd(), os.environ))
+    click.echo(submit(env, VerbReport(verb, text, findings), Path.cwd(), os.environ))
 
 
 @agent.command("context")

@@ -16,12 +16,13 @@ from agentrun.config import CONFIG_FILE, Config, config_from_data, load_config
 from agentrun.errors import AgentrunError, ConcurrentUpdateError, ConfigError
 from agentrun.events import BuildCreated, HumanActor
 from agentrun.gitrepo import require_commits, user_login
+from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import BuildState
 from agentrun.runner.build import Observer
 from agentrun.runner.loop import Outcome, Runner
 from agentrun.snapshot import snapshot
 from agentrun.store.archive import archived
-from agentrun.store.log import Draft, EventLog
+from agentrun.store.log import EventLog
 
 SLUG_WORDS = 8
 SLUG_CHARS = 40
@@ -214,14 +215,19 @@ def resume_build(
     clone continues where the last runner stopped.
     """
     from agentrun.commands.control import request_resume
+    from agentrun.kernel.requests import NotRunningError
     from agentrun.runner.remote import configured_remote
+    from agentrun.store.cache import StateCache, load_state
     from agentrun.store.lease import clear_stale
     from agentrun.store.remote_lease import clear_stale_remote
     from agentrun.store.sync import pull
 
     remote = remote if remote is not None else configured_remote(repo, slug)
     where = pull(repo, remote, slug) if remote else None
-    state = request_resume(repo, slug)
+    try:
+        state = request_resume(repo, slug)
+    except NotRunningError:  # finished: left as it is
+        state = load_state(EventLog(repo), StateCache(repo), slug)[1]
     if state.status != "running":
         clear_stale(repo, slug)  # a runner killed right after the end left its lease
         if where is not None:

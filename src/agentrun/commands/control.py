@@ -1,7 +1,8 @@
 """People steering a build: answer, pause, resume requests, abort, retry.
 
 A human command is a request appended to the log. On a lost race it is re-checked
-against the new state and re-appended (requests are safe to re-sequence).
+against the new state and re-appended (requests are safe to re-sequence): the store's
+``append_decided`` does both.
 """
 
 from __future__ import annotations
@@ -13,22 +14,16 @@ from dataclasses import dataclass
 import pygit2
 
 from agentrun import secrets
-from agentrun.errors import AgentrunError, ConcurrentUpdateError, EscalationError, LeaseHeldError
-from agentrun.events import (
-    BuildAbortRequested,
-    BuildPauseRequested,
-    BuildResumeRequested,
-    BuildRetryRequested,
-    EscalationAnswered,
-    HumanActor,
-)
+from agentrun.errors import LeaseHeldError
+from agentrun.events import EscalationAnswered, HumanActor
 from agentrun.gitrepo import user_login
+from agentrun.kernel import requests
+from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import BuildState
 from agentrun.runner.loop import Runner
+from agentrun.store.append import append_decided
 from agentrun.store.cache import StateCache, load_state
-from agentrun.store.log import Draft, EventLog, Tip
-
-RETRIES = 50
+from agentrun.store.log import EventLog
 
 
 def request(
@@ -43,17 +38,13 @@ def request(
     """
     log, cache = EventLog(repo), StateCache(repo)
     actor = HumanActor(login=login or user_login(repo))
-    for _ in range(RETRIES):
-        tip, state = load_state(log, cache, slug)
+
+    def decide(state: BuildState) -> list[Draft]:
         payload = make(state)
-        if payload is None:
-            return state
-        try:
-            log.append(slug, [Draft(payload, actor)], Tip(tip, state.seq))
-        except ConcurrentUpdateError:
-            continue
-        return load_state(log, cache, slug)[1]
-    raise ConcurrentUpdateError(f"the log of {slug} kept moving; try again")
+        return [] if payload is None else [Draft(payload, actor)]
+
+    append_decided(log, slug, decide, cache=cache)
+    return load_state(log, cache, slug)[1]
 
 
 def answer(
@@ -62,41 +53,17 @@ def answer(
     text: str,
     escalation: str | None = None,
     login: str | None = None,
+    name_it: str = requests.NAME_IT,
 ) -> tuple[str, BuildState]:
     """Record an answer to the open escalation (or the one named); returns its id."""
-    if not text.strip():
-        raise EscalationError("the answer is empty: say what the agent should do")
     chosen: list[str] = []
 
     def make(state: BuildState) -> EscalationAnswered:
         # A person may paste a secret into an answer: it is scrubbed like the agents' words.
         secrets.remember_config(state.config, os.environ)
-        open_ = state.open_escalations
-        if escalation is None:
-            if not open_:
-                raise EscalationError(f"build {slug} has no open escalation to answer")
-            if len(open_) > 1:
-                ids = ", ".join(e.id for e in open_)
-                raise EscalationError(
-                    f"build {slug} has several open escalations ({ids}): pass --escalation ID"
-                )
-            target = open_[0]
-        else:
-            found = [e for e in state.escalations if e.id == escalation]
-            if not found:
-                known = ", ".join(e.id for e in state.escalations) or "none"
-                raise EscalationError(
-                    f"build {slug} has no escalation {escalation!r} (escalations: {known})"
-                )
-            target = found[0]
-            if not target.is_open:
-                raise EscalationError(
-                    f"escalation {target.id} of {slug} was already answered by {target.by}: "
-                    f"{target.answer!r}"
-                )
-        chosen[:] = [target.id]
-        by = login or user_login(repo)
-        return EscalationAnswered(id=target.id, answer=text.strip(), by=by)
+        answered = requests.answer(state, text, escalation, login or user_login(repo), name_it)
+        chosen[:] = [answered.id]
+        return answered
 
     state = request(repo, slug, make, login)
     return chosen[0], state
@@ -107,12 +74,6 @@ class ControlResult:
     state: BuildState
     acknowledged: bool
     message: str
-
-
-def _finished(state: BuildState, verb: str) -> str | None:
-    if state.status != "running":
-        return f"build {state.slug} is {state.status}; there is nothing to {verb}"
-    return None
 
 
 def _control(
@@ -137,34 +98,16 @@ def _control(
 
 
 def pause(repo: pygit2.Repository, slug: str) -> ControlResult:
-    def make(state: BuildState) -> BuildPauseRequested | None:
-        if (why := _finished(state, "pause")) is not None:
-            raise AgentrunError(why)
-        if state.paused or state.pause_requested:
-            return None
-        return BuildPauseRequested()
-
-    return _control(repo, slug, "pause", make)
+    return _control(repo, slug, "pause", requests.pause)
 
 
 def abort(repo: pygit2.Repository, slug: str) -> ControlResult:
-    def make(state: BuildState) -> BuildAbortRequested | None:
-        if (why := _finished(state, "abort")) is not None:
-            raise AgentrunError(why)
-        if state.abort_requested:
-            return None
-        return BuildAbortRequested()
-
-    return _control(repo, slug, "abort", make)
+    return _control(repo, slug, "abort", requests.abort)
 
 
 def request_resume(repo: pygit2.Repository, slug: str) -> BuildState:
-    def make(state: BuildState) -> BuildResumeRequested | None:
-        if state.status != "running" or not state.paused or state.resume_requested:
-            return None
-        return BuildResumeRequested()
-
-    return request(repo, slug, make)
+    """Un-pause, or withdraw a pause not yet acknowledged (``kernel.requests.resume``)."""
+    return request(repo, slug, requests.resume)
 
 
 def retry(repo: pygit2.Repository, slug: str) -> BuildState:
@@ -173,10 +116,4 @@ def retry(repo: pygit2.Repository, slug: str) -> BuildState:
     Only records the request (open questions are closed as answered "retry");
     ``resume`` runs it.
     """
-
-    def make(state: BuildState) -> BuildRetryRequested:
-        if state.status in ("complete", "aborted"):
-            raise AgentrunError(f"build {slug} is {state.status}; there is nothing to retry")
-        return BuildRetryRequested()
-
-    return request(repo, slug, make)
+    return request(repo, slug, requests.retry)

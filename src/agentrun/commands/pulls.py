@@ -10,18 +10,19 @@ from pathlib import Path
 
 import pygit2
 
-from agentrun.errors import ConcurrentUpdateError, ForgeError
+from agentrun.errors import ConcurrentUpdateError, ForgeError, UnknownBuildError
 from agentrun.events import BuildCreated, HumanActor, ImplementCompleted, ProposalClosed
 from agentrun.forge.base import ProposalInfo
 from agentrun.forge.local import LocalForge, git_in, tracked_changes
 from agentrun.gitrepo import now_utc, user_login
+from agentrun.kernel.draft import Draft
 from agentrun.secrets import scrub
+from agentrun.store.append import append_decided
 from agentrun.store.archive import archive
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.lease import read_lease
-from agentrun.store.log import Draft, EventLog
+from agentrun.store.log import EventLog
 
-_ATTEMPTS = 20
 PULL_BRANCHES = "pulls/"  # where `pulls checkout N` puts proposal N's head
 STATUS_RULE = "\n\n---\n\n"  # the local forge's body: description, rule, status
 
@@ -175,18 +176,13 @@ def finish_build(repo: pygit2.Repository, slug: str, number: int, merged: bool, 
     """
     log = EventLog(repo)
     draft = Draft(ProposalClosed(number=number, merged=merged), actor=HumanActor(login=login))
-    for _ in range(_ATTEMPTS):
-        tip = log.tip(slug)
-        if tip is None:
+    try:
+        # A human command is a request: re-appending it on a new tip is safe.
+        append_decided(log, slug, lambda state: [draft], what=f"build {slug}")
+    except UnknownBuildError:
+        if log.tip_oid(slug) is None:
             return  # already archived (or never logged here): nothing left to finish
-        try:
-            log.append(slug, [draft], tip)
-            break
-        except ConcurrentUpdateError:
-            # A human command is a request: re-appending on the new tip is safe.
-            continue
-    else:
-        raise ConcurrentUpdateError(f"build {slug} kept moving; run this again")
+        raise
     _, state = load_state(log, StateCache(repo), slug)
     try:
         archive(repo, slug, state.state_name)

@@ -17,27 +17,24 @@ import pygit2
 
 from agentrun import secrets
 from agentrun.errors import AgentrunError
-from agentrun.events import (
-    BuildAbortRequested,
-    BuildPauseRequested,
-    BuildResumeRequested,
-    BuildRetryRequested,
-    FeedbackReceived,
-    ForgeCursor,
-)
+from agentrun.events import FeedbackReceived, ForgeCursor
 from agentrun.forge.base import WRITE_OR_ABOVE, Comment, HostedForge
 from agentrun.forge.commands import Command, Refusal, parse
+from agentrun.kernel import requests
+from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import BuildState
 from agentrun.sanitize import sanitize
 from agentrun.secrets import scrub
+from agentrun.store.append import append_decided
 from agentrun.store.cache import StateCache, load_state
-from agentrun.store.log import Draft, EventLog
+from agentrun.store.log import EventLog
 
 FORGE = "github"
 MARK = "<!-- agentrun -->"  # on every comment agentrun posts, so it never reads its own
 OWN = "<!-- agentrun"  # the start of MARK and of the forge's markers (status, questions)
 ACTIONS_BOT = "github-actions[bot]"  # who the workflow's token comments as
 READERS = 8  # forge reads in flight at once when many builds are steered
+NAME_IT = "write `/agentrun answer ID TEXT`"  # how a comment names one of several questions
 
 
 class Steering:
@@ -177,14 +174,8 @@ class Steering:
         from agentrun.commands.control import answer
 
         if command.verb == "answer":
-            state = load_state(self.log, self.cache, slug)[1]
-            if command.escalation is None and len(state.open_escalations) > 1:
-                ids = ", ".join(e.id for e in state.open_escalations)
-                raise AgentrunError(
-                    f"build {slug} has several open questions ({ids}): "
-                    "write `/agentrun answer ID TEXT`"
-                )
-            esc, _ = answer(self.repo, slug, sanitize(command.text), command.escalation, login)
+            text = sanitize(command.text)
+            esc, _ = answer(self.repo, slug, text, command.escalation, login, NAME_IT)
             return f"answered {esc}"
         if command.verb == "reconcile":
             from agentrun.commands.reconcile import request_reconcile
@@ -203,10 +194,10 @@ class Steering:
             self.forge.comment(number, scrub(f"@{login}\n{text}\n{MARK}"))
             return "status posted"
         make = {
-            "pause": _pause,
-            "resume": _resume,
-            "abort": _abort,
-            "retry": _retry,
+            "pause": requests.pause,
+            "resume": requests.resume,
+            "abort": requests.abort,
+            "retry": requests.retry,
         }[command.verb]
         self._request(slug, login, make)
         return f"{command.verb} requested"
@@ -242,47 +233,13 @@ class Steering:
 
     def _append(self, slug: str, payload: object) -> None:
         """Append a kernel fact (the cursor) on the current tip, re-reading on a lost race."""
-        from agentrun.errors import ConcurrentUpdateError
-
-        for _ in range(20):
-            tip = self.log.tip(slug)
-            try:
-                self.log.append(slug, [Draft(payload)], tip)
-            except ConcurrentUpdateError:
-                continue
-            return
-        raise AgentrunError(f"the log of {slug} kept moving; the cursor was not recorded")
-
-
-# --- what each control asks of the state --------------------------------------------------
-
-
-def _running(state: BuildState, verb: str) -> None:
-    if state.status != "running":
-        raise AgentrunError(f"build {state.slug} is {state.status}; there is nothing to {verb}")
-
-
-def _pause(state: BuildState) -> BuildPauseRequested | None:
-    _running(state, "pause")
-    return None if state.paused or state.pause_requested else BuildPauseRequested()
-
-
-def _resume(state: BuildState) -> BuildResumeRequested | None:
-    _running(state, "resume")
-    if state.resume_requested or not (state.paused or state.pause_requested):
-        return None
-    return BuildResumeRequested()
-
-
-def _abort(state: BuildState) -> BuildAbortRequested | None:
-    _running(state, "abort")
-    return None if state.abort_requested else BuildAbortRequested()
-
-
-def _retry(state: BuildState) -> BuildRetryRequested:
-    if state.status in ("complete", "aborted"):
-        raise AgentrunError(f"build {state.slug} is {state.status}; there is nothing to retry")
-    return BuildRetryRequested()
+        append_decided(
+            self.log,
+            slug,
+            lambda state: [Draft(payload)],
+            cache=self.cache,
+            what=f"the forge cursor of {slug}",
+        )
 
 
 def proposal_number(state: BuildState) -> int | None:

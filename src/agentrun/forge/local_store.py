@@ -8,7 +8,6 @@ processes never overwrite each other's comments or get the same number.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Literal
@@ -19,11 +18,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agentrun.errors import ConcurrentUpdateError, ForgeError
 from agentrun.forge.base import Comment, ProposalInfo
 from agentrun.gitrepo import commit_at, signature
+from agentrun.store.cas import retry
 from agentrun.store.log import event_commit, move_ref
 
 PULLS = "refs/agentrun/pulls/"
 BLOB = "proposal.json"
-_ATTEMPTS = 50
 
 
 class StoredComment(BaseModel):
@@ -116,12 +115,6 @@ def _commit(repo: pygit2.Repository, record: Record, parent: str | None, what: s
     return str(repo.create_commit(None, sig, sig, message, tree.write(), parents))
 
 
-def _backoff(attempt: int) -> None:
-    # A lost race usually means a lock held for microseconds; a short, growing pause
-    # keeps two busy writers from retrying in lockstep.
-    time.sleep(min(0.001 * attempt, 0.02))
-
-
 def create(repo: pygit2.Repository, make: Callable[[int], Record]) -> Record:
     """Store a new proposal under the next free number (max existing + 1).
 
@@ -129,19 +122,19 @@ def create(repo: pygit2.Repository, make: Callable[[int], Record]) -> Record:
     so two processes racing for a number cannot both win: the loser re-reads and takes
     the next one.
     """
-    for attempt in range(_ATTEMPTS):
+
+    def claim() -> Record:
         number = max(numbers(repo), default=0) + 1
         record = make(number)
-        oid = _commit(repo, record, None, f"opened: {record.title}")
-        try:
-            move_ref(repo, pull_ref(number), oid, None)
-        except ConcurrentUpdateError:
-            _backoff(attempt)
-            continue
+        move_ref(
+            repo, pull_ref(number), _commit(repo, record, None, f"opened: {record.title}"), None
+        )
         return record
-    raise ForgeError(
-        "could not allocate a proposal number (too many concurrent writers); try again"
-    )
+
+    try:
+        return retry(claim, "a new proposal number")
+    except ConcurrentUpdateError as exc:
+        raise ForgeError(f"{exc} (too many concurrent writers)") from None
 
 
 def update(
@@ -152,16 +145,16 @@ def update(
     ``change`` may raise (e.g. ``ForgeError`` for a proposal that is no longer open): it
     sees the current record every time, so its checks hold for what is written.
     """
-    for attempt in range(_ATTEMPTS):
+
+    def step() -> Record:
         tip, current = read(repo, number)
         record = change(current)
         if record == current:
             return current  # nothing to record: keep the chain free of empty changes
-        oid = _commit(repo, record, tip, what)
-        try:
-            move_ref(repo, pull_ref(number), oid, tip)
-        except ConcurrentUpdateError:
-            _backoff(attempt)
-            continue
+        move_ref(repo, pull_ref(number), _commit(repo, record, tip, what), tip)
         return record
-    raise ForgeError(f"proposal #{number} kept changing under us; try again")
+
+    try:
+        return retry(step, f"proposal #{number}")
+    except ConcurrentUpdateError as exc:
+        raise ForgeError(str(exc)) from None

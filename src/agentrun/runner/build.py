@@ -18,14 +18,14 @@ from typing import Protocol
 
 import pygit2
 
-from agentrun.errors import AgentrunError, ConcurrentUpdateError
+from agentrun.errors import AgentrunError, ConcurrentUpdateError, InvalidEventError
 from agentrun.events import Event, KernelActor
+from agentrun.kernel.draft import Draft
 from agentrun.kernel.evolve import evolve
 from agentrun.kernel.state import BuildState
+from agentrun.store.append import append_decided
 from agentrun.store.cache import StateCache, load_state
-from agentrun.store.log import Draft, EventLog, Stored, Tip, build_ref
-
-FACT_RETRIES = 50
+from agentrun.store.log import EventLog, Stored, Tip, build_ref
 
 # What others may append while a runner holds the build: agents' verbs, people's
 # requests and answers, and the forge's comment cursor (the Action's comment handling
@@ -135,22 +135,37 @@ class BuildHandle:
         A *fact* (what the runner did) is re-appended on the new tip when the log moved;
         anything else raises ``ConcurrentUpdateError`` so the caller re-decides.
         """
-        for _ in range(FACT_RETRIES):
+        if not fact:
             try:
                 tip, stored = self.log.append(self.slug, drafts, Tip(self.tip, self.state.seq))
             except ConcurrentUpdateError:
                 self.refresh()
-                if not fact:
-                    raise
-                continue
-            for item in stored:
-                self.written.add(item.oid)
-                self.state = evolve(self.state, item.event)
-                self.observer.event(item, self.state)
-            self.tip = tip.oid
-            self.cache.put(self.slug, self.tip, self.state)
-            return self.state
-        raise ConcurrentUpdateError(f"the log of {self.slug} kept moving; run the build again")
+                raise
+            return self._took(tip, stored)
+        lost = False
+
+        def read() -> tuple[Tip, BuildState]:
+            nonlocal lost
+            if lost:  # the first try is on the tip this runner holds; later ones re-read
+                self.refresh()
+            lost = True
+            return Tip(self.tip, self.state.seq), self.state
+
+        done = append_decided(
+            self.log, self.slug, lambda state: drafts, read=read, what=f"the log of {self.slug}"
+        )
+        if done is None:
+            raise InvalidEventError("nothing to append")
+        return self._took(done.tip, done.stored)
+
+    def _took(self, tip: Tip, stored: list[Stored]) -> BuildState:
+        for item in stored:
+            self.written.add(item.oid)
+            self.state = evolve(self.state, item.event)
+            self.observer.event(item, self.state)
+        self.tip = tip.oid
+        self.cache.put(self.slug, self.tip, self.state)
+        return self.state
 
 
 def _from_others(event: Event) -> bool:

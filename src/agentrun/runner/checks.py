@@ -11,22 +11,13 @@ import threading
 
 from agentrun import isolation, procs
 from agentrun.errors import GuardError
-from agentrun.events import (
-    FinalizeCompleted,
-    FinalizeStarted,
-    FinalizeStepCompleted,
-    ObservationRecorded,
-    PhaseFailed,
-    VerifyCompleted,
-    VerifyStarted,
-)
 from agentrun.gitrepo import common_dir
-from agentrun.kernel.decide import RunCheck, RunFinalizeStep, SkipVerify
+from agentrun.kernel import checks as record
+from agentrun.kernel.decide import RunCheck, RunFinalizeStep
 from agentrun.runner.build import BuildHandle
 from agentrun.runner.environment import session_env
 from agentrun.runner.watch import AbortWatcher
 from agentrun.runner.workspace import PhaseMark, Workspace
-from agentrun.store.log import Draft
 from agentrun.store.notes import add_note
 
 REPORT_LIMIT = 64 * 1024
@@ -39,10 +30,10 @@ def _run_step(
     try:
         done = _run_command(build, workspace, phase, command)
     except KeyboardInterrupt:
-        build.append([Draft(_interrupted(phase, round_, attempt))])
+        build.append([record.cut_short(phase, round_, attempt)])
         raise
     if done.cancelled:
-        build.append([Draft(_interrupted(phase, round_, attempt, "cancelled"))])
+        build.append([record.cut_short(phase, round_, attempt, "cancelled")])
         return None
     return done
 
@@ -114,31 +105,16 @@ def _report(command: str, done: procs.Finished, timeout: float) -> tuple[bytes, 
 def run_check(build: BuildHandle, workspace: Workspace, work: RunCheck) -> None:
     state = build.state
     phase = f"verify:{work.step}"
-    build.append(
-        [Draft(VerifyStarted(step=work.step, round=work.round, attempt=work.attempt))], fact=False
-    )
+    build.append([record.check_started(work)], fact=False)
     done = _run_step(build, workspace, phase, work.round, work.attempt, work.command)
     if done is None:
         return
     timeout = state.config.policy.check_timeout_seconds
     report, status = _report(work.command, done, timeout)
-    passed = done.exit_code == 0
-    outcome = "pass" if passed else "fail"
+    outcome = "pass" if done.exit_code == 0 else "fail"
     mark = PhaseMark(state.slug, phase, work.round, None, f"{work.step} {outcome} ({status})")
     head = workspace.commit_empty(state.head, mark)
-    name = f"verify-{work.step}-r{work.round}-a{work.attempt}.txt"
-    reason = "" if passed else f"`{work.command}` {status}:\n{done.output[-2000:]}"
-    completed = VerifyCompleted(
-        step=work.step,
-        round=work.round,
-        attempt=work.attempt,
-        outcome=outcome,
-        exit_code=done.exit_code,
-        report=name,
-        reason=reason,
-        head=head,
-    )
-    build.append([Draft(completed, artifacts={name: report})])
+    build.append([record.check_completed(work, done.exit_code, status, done.output, report, head)])
     add_note(
         build.repo,
         head,
@@ -153,72 +129,24 @@ def run_check(build: BuildHandle, workspace: Workspace, work: RunCheck) -> None:
     )
 
 
-def skip_verify(build: BuildHandle, work: SkipVerify) -> None:
-    build.append(
-        [
-            Draft(
-                VerifyCompleted(
-                    step=work.step,
-                    round=work.round,
-                    attempt=0,
-                    outcome="skipped",
-                    reason=work.reason,
-                )
-            )
-        ],
-        fact=False,
-    )
-
-
 def run_finalize_step(build: BuildHandle, workspace: Workspace, work: RunFinalizeStep) -> None:
     """A finalize command, or giving up on a step that kept being interrupted."""
     state = build.state
     phase = f"finalize:{work.step}"
-    tail = [Draft(FinalizeCompleted())] if work.last else []
     if work.give_up or work.command is None:
-        note = "gave up: the step kept being cut short (Ctrl-C or a runner that stopped)"
-        build.append(
-            [
-                Draft(FinalizeStepCompleted(step=work.step, ok=False, note=note)),
-                Draft(ObservationRecorded(phase=phase, text=note)),
-                *tail,
-            ],
-            fact=False,
-        )
+        build.append(record.given_up(work), fact=False)
         return
-    build.append([Draft(FinalizeStarted(step=work.step, attempt=work.attempt))], fact=False)
+    build.append([record.finalize_started(work)], fact=False)
     done = _run_step(build, workspace, phase, state.impl_round, work.attempt, work.command)
     if done is None:
         return
     report, status = _report(work.command, done, state.config.policy.check_timeout_seconds)
-    name = f"finalize-{work.step}-a{work.attempt}.txt"
     head = None
-    note = ""
-    ok = done.exit_code == 0
-    if ok:
+    note = f"`{work.command}` {status}"
+    if done.exit_code == 0:
         mark = PhaseMark(state.slug, phase, state.impl_round, None, f"{work.step} ({status})")
         try:
-            head = workspace.commit_phase(state.head, mark, config=state.config)
+            head, note = workspace.commit_phase(state.head, mark, config=state.config), ""
         except GuardError as exc:
-            ok, note = False, str(exc)
-    else:
-        note = f"`{work.command}` {status}"
-    drafts = [
-        Draft(
-            FinalizeStepCompleted(step=work.step, ok=ok, note=note, head=head),
-            artifacts={name: report},
-        )
-    ]
-    if not ok:
-        drafts.append(Draft(ObservationRecorded(phase=phase, text=note)))
-    build.append([*drafts, *tail])
-
-
-def _interrupted(phase: str, round_: int, attempt: int, why: str = "Ctrl-C") -> PhaseFailed:
-    return PhaseFailed(
-        phase=phase,
-        round=round_,
-        attempt=attempt,
-        error=f"interrupted ({why})",
-        interrupted=True,
-    )
+            note = str(exc)
+    build.append(record.finalize_ended(work, head, note, report))

@@ -24,18 +24,9 @@ from agentrun.errors import (
     RuntimeSetupError,
 )
 from agentrun.events import (
-    BuildAborted,
-    BuildCompleted,
-    BuildFailed,
-    BuildPaused,
-    BuildResumed,
-    EscalationRaised,
     ObservationRecorded,
-    PhaseFailed,
-    RunnerAttached,
-    RunnerSetupFailed,
-    SessionEnded,
 )
+from agentrun.kernel import runner as kernel_runner
 from agentrun.kernel.decide import (
     Acknowledge,
     Complete,
@@ -51,18 +42,18 @@ from agentrun.kernel.decide import (
     Wait,
     decide,
 )
+from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import BuildState
 from agentrun.runner import setup
 from agentrun.runner.basecheck import base_moved
 from agentrun.runner.build import BuildHandle, LogTamperedError, Observer, Silent
-from agentrun.runner.checks import run_check, run_finalize_step, skip_verify
+from agentrun.runner.checks import run_check, run_finalize_step
 from agentrun.runner.deadline import TIME_LIMIT, Deadline
 from agentrun.runner.publish import Publisher
 from agentrun.runner.remote import RemoteRun, configured_remote
 from agentrun.runner.sessions import SessionRunner
 from agentrun.runner.workspace import Workspace
 from agentrun.store.lease import Heartbeat, Lease, acquire, lease_ttl
-from agentrun.store.log import Draft
 
 
 @dataclass(frozen=True)
@@ -189,41 +180,8 @@ class Runner:
                 self._remote.boundary(build)
 
     def _attach(self, build: BuildHandle) -> None:
-        state = build.state
         me = procs.me()
-        drafts = [
-            Draft(
-                RunnerAttached(
-                    instance=self.instance, host=me.host, pid=me.pid, resumed_from_seq=state.seq
-                )
-            )
-        ]
-        previous = state.runner or "a runner"
-        if state.session is not None:
-            drafts.append(
-                Draft(
-                    SessionEnded(
-                        session=state.session.session,
-                        outcome="abandoned",
-                        error=f"{previous} stopped during the session",
-                    )
-                )
-            )
-        if state.in_flight is not None and state.status == "running":
-            flight = state.in_flight
-            drafts.append(
-                Draft(
-                    PhaseFailed(
-                        phase=flight.phase,
-                        round=flight.round,
-                        attempt=flight.attempt,
-                        error=f"interrupted: {previous} stopped before {flight.key} finished",
-                        session=state.session.session if state.session else None,
-                        interrupted=True,
-                    )
-                )
-            )
-        build.append(drafts)
+        build.append(kernel_runner.attached(build.state, self.instance, me.host, me.pid))
 
     def _execute(
         self,
@@ -233,11 +191,10 @@ class Runner:
         sessions: SessionRunner,
         publisher: Publisher,
     ) -> None:
-        state = build.state
-        if isinstance(decision, Acknowledge):
-            control = decision.control
-            ack = {"pause": BuildPaused, "resume": BuildResumed, "abort": BuildAborted}[control]
-            build.append([Draft(ack(reason=f"acknowledged by {self.instance}"))])
+        made = kernel_runner.made(build.state, decision, self.instance)
+        if made is not None:
+            # An acknowledgement is a fact; the rest were decided from this very state.
+            build.append(made, fact=isinstance(decision, Acknowledge))
         elif isinstance(decision, RunPhase | RunAgentVerify):
             self._with_workspace(build, workspace, decision, lambda: sessions.run(decision))
         elif isinstance(decision, RunCheck):
@@ -254,31 +211,17 @@ class Runner:
                     decision,
                     lambda: run_finalize_step(build, workspace, decision),
                 )
-        elif isinstance(decision, SkipVerify):
-            skip_verify(build, decision)
         elif isinstance(decision, Publish):
             if decision.operation == "mark-ready" and self._base_moved(build):
                 return  # reconcile first, then verify again (DESIGN §5)
             try:
                 publisher.publish(decision.operation)
             except ForgeError as exc:
-                build.append([Draft(RunnerSetupFailed(error=f"forge: {exc}"))])
-        elif isinstance(decision, RaiseEscalation):
-            payload = EscalationRaised(
-                id=decision.id,
-                phase=decision.phase,
-                round=decision.round,
-                source="policy",
-                cause=decision.cause,
-                question=decision.question,
-            )
-            build.append([Draft(payload)], fact=False)
-        elif isinstance(decision, Complete):
-            build.append([Draft(BuildCompleted(summary_text=state.goal))], fact=False)
-        elif isinstance(decision, Fail):
-            build.append([Draft(BuildFailed(reason=decision.reason))], fact=False)
-        elif isinstance(decision, Wait):
-            pass
+                build.append([kernel_runner.setup_failed(f"forge: {exc}")])
+        elif isinstance(
+            decision, Wait | Acknowledge | SkipVerify | RaiseEscalation | Complete | Fail
+        ):
+            pass  # nothing to run: ``made`` recorded what they make
         else:
             assert_never(decision)
 
@@ -304,7 +247,7 @@ class Runner:
         try:
             workspace.prepare(build.state.head)
         except RuntimeSetupError as exc:
-            build.append([Draft(RunnerSetupFailed(error=str(exc)))])
+            build.append([kernel_runner.setup_failed(str(exc))])
             return
         before = user_refs(self.repo)
         if not setup.ensure(build, workspace):

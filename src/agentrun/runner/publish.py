@@ -29,13 +29,12 @@ from agentrun import secrets
 from agentrun.errors import ConfigError, ForgeError
 from agentrun.events import (
     ObservationRecorded,
-    ProposalOpened,
-    ProposalReady,
-    PublicationPushed,
     VerifyCompleted,
 )
 from agentrun.forge import Forge, open_forge
 from agentrun.forge.base import HostedForge, forge_kind
+from agentrun.kernel.draft import Draft
+from agentrun.kernel.runner import published
 from agentrun.kernel.state import BuildState, Proposal
 from agentrun.runner.build import BuildHandle
 from agentrun.runner.status_text import (
@@ -50,7 +49,6 @@ from agentrun.runner.status_text import (
     render_status,
     state_label,
 )
-from agentrun.store.log import Draft
 
 # The texts live in status_text; these names stay importable from here too.
 __all__ = [
@@ -106,19 +104,16 @@ class Publisher:
                 found = forge.open_draft(title, body, state.branch, state.base_ref, state.slug)
                 self._sent[("body", found.number)] = body
                 self._labels[found.number] = None  # a new proposal has no labels yet
-            opened = ProposalOpened(
-                forge=forge.name, number=found.number, url=found.url, head=state.head
-            )
-            self.build.append([Draft(opened)], fact=False)
+            opened = published(state, operation, forge.name, found.number, found.url)
+            self.build.append([opened], fact=False)
         elif operation == "push":
             forge.push_branch(state.branch, state.head)
-            pushed = PublicationPushed(branch=state.branch, sha=state.head)
-            self.build.append([Draft(pushed)], fact=False)
+            self.build.append([published(state, operation)], fact=False)
         elif operation == "mark-ready":
             assert state.proposal is not None
             number = state.proposal.number
             forge.mark_ready(number)
-            self.build.append([Draft(ProposalReady(number=number))], fact=False)
+            self.build.append([published(state, operation)], fact=False)
             if isinstance(forge, HostedForge) and state.requested_by:
                 login = state.requested_by
                 self._try(lambda: forge.request_review(number, login))
@@ -210,7 +205,7 @@ class Publisher:
         if state.published_head == state.head:
             return
         forge.push_branch(state.branch, state.head)
-        self.build.append([Draft(PublicationPushed(branch=state.branch, sha=state.head))])
+        self.build.append([published(state, "push")])
 
     def _post_questions(self, forge: HostedForge, state: BuildState, number: int) -> None:
         """Each open escalation once, as its own comment with the reply syntax."""

@@ -19,32 +19,19 @@ import pygit2
 from agentrun import isolation, procs, secrets
 from agentrun.agent.outbox import Drainer, drain
 from agentrun.errors import GuardError, LeaseLostError, RuntimeSetupError
-from agentrun.events import (
-    AgentDone,
-    EscalationRaised,
-    FinalizeCompleted,
-    FinalizeStepCompleted,
-    ImplementCompleted,
-    ReconcileCompleted,
-    SessionEnded,
-    SessionStarted,
-    VerifyCompleted,
-    VerifyVerdict,
-)
 from agentrun.gitrepo import common_dir
+from agentrun.kernel import sessions as record
 from agentrun.kernel.decide import (
-    RunAgentVerify,
-    RunFinalizeStep,
     RunPhase,
     remaining_budget,
     remaining_wall_seconds,
 )
 from agentrun.kernel.evolve import PRODUCERS
+from agentrun.kernel.sessions import AgentWork, Job, Turn, job_of, subject
 from agentrun.kernel.state import BuildState, Report
 from agentrun.prices import price_of, with_cost
 from agentrun.runner.build import BuildHandle, Observer
 from agentrun.runner.environment import session_env
-from agentrun.runner.jobs import AgentWork, Job, failed, failure, job_of, started_event, subject
 from agentrun.runner.prompts import render_prompt
 from agentrun.runner.watch import AbortWatcher
 from agentrun.runner.workspace import PhaseMark, Workspace
@@ -57,7 +44,6 @@ from agentrun.runtimes.base import (
     make_runtime,
 )
 from agentrun.store.lease import Heartbeat
-from agentrun.store.log import Draft
 from agentrun.store.notes import add_note
 
 
@@ -107,37 +93,32 @@ class SessionRunner:
         state = self.build.state
         job = job_of(work, state.impl_round)
         names = state.config.runtimes_for(job.role)
-        started = started_event(job)
         if not names:
-            error = (
-                f"no runtime is configured for role {job.role!r}: set roles.{job.role} or "
-                "roles.default in .agentrun.toml (`git agentrun init` writes an example)"
-            )
-            self.build.append([Draft(started), *failed(job, error, permanent=True)], fact=False)
+            self.build.append(record.no_runtime(job), fact=False)
             return
         if isinstance(work, RunPhase) and work.merge:
-            merged = self._merge(job, work.merge, started)
+            merged = self._merge(job, work.merge)
             if merged is None:
                 return
             job = merged
         else:
-            self.build.append([Draft(started)], fact=False)
+            self.build.append([record.begun(job)], fact=False)
         for index, name in enumerate(names):
             substitution = names[0] if index else None
             retry_elsewhere = self._session(job, name, substitution, last=index == len(names) - 1)
             if not retry_elsewhere:
                 return
 
-    def _merge(self, job: Job, base: str, started: object) -> Job | None:
+    def _merge(self, job: Job, base: str) -> Job | None:
         """Reconcile: merge the moved base; a clean merge needs no agent (None: done)."""
         state = self.build.state
         try:
             conflicts = self.workspace.start_merge(base)
         except RuntimeSetupError as exc:
-            self.build.append([Draft(started), *failed(job, str(exc), permanent=True)])
+            self.build.append(record.refused(job, str(exc)))
             return None
         if conflicts:
-            self.build.append([Draft(started)], fact=False)
+            self.build.append([record.begun(job)], fact=False)
             listed = "\n".join(f"  {path}" for path in conflicts)
             note = f"Merging the base {base[:10]} left conflicts in:\n{listed}"
             return replace(job, feedback=(*job.feedback, note))
@@ -145,10 +126,9 @@ class SessionRunner:
         try:
             head = self.workspace.commit_phase(state.head, mark, config=state.config, merge=base)
         except GuardError as exc:
-            self.build.append([Draft(started), *failed(job, str(exc), permanent=True)])
+            self.build.append(record.refused(job, str(exc)))
             return None
-        done = ReconcileCompleted(round=job.round, base_sha=base, head=head)
-        self.build.append([Draft(started), Draft(done)], fact=False)
+        self.build.append(record.merged(job, base, head), fact=False)
         return None
 
     def _session(self, job: Job, name: str, substitution: str | None, last: bool) -> bool:
@@ -156,21 +136,8 @@ class SessionRunner:
         state = self.build.state
         session = f"s-{uuid.uuid4().hex[:8]}"
         config = state.config.runtime(name)
-        self.build.append(
-            [
-                Draft(
-                    SessionStarted(
-                        session=session,
-                        role=job.role,
-                        runtime=name,
-                        model=config.model if config else None,
-                        phase=job.phase,
-                        round=job.round,
-                        substitution=substitution,
-                    )
-                )
-            ]
-        )
+        model = config.model if config else None
+        self.build.append([record.session_started(job, session, name, model, substitution)])
         if config is None:
             error = f"role {job.role!r} is routed to runtime {name!r}, which is not configured"
             self._fail(job, session, TurnResult(ok=False, error=error, permanent=True), "")
@@ -229,12 +196,7 @@ class SessionRunner:
                 drainer.stop()
             self._end_agent()
             why = self.interrupted_by()
-            self.build.append(
-                [
-                    Draft(SessionEnded(session=session, outcome="interrupted", error=why)),
-                    Draft(failure(job, f"interrupted by {why}", interrupted=True, session=session)),
-                ]
-            )
+            self.build.append(record.interrupted(job, session, why))
             raise
         watcher.stop()
         self._record_agent(None)
@@ -245,98 +207,46 @@ class SessionRunner:
         state = self.build.refresh()
         open_session = state.session if state.session and state.session.session == session else None
         report = open_session.report if open_session else None
-        artifact = f"transcript-{session}.txt"
-        arts = {artifact: transcript.text.encode()}
+        artifact = record.transcript_name(session)
+        ended = Turn(
+            session,
+            artifact,
+            {artifact: transcript.text.encode()},
+            turn.usage,
+            transcript.runtime_session_id,
+        )
         if control.cancel.is_set() or turn.cause == "aborted":
-            ended = SessionEnded(
-                session=session,
-                outcome="aborted",
-                transcript=artifact,
-                usage=turn.usage,
-                error="aborted",
-            )
-            self.build.append([Draft(ended, artifacts=arts)])
+            self.build.append(record.aborted(ended))
             return False
         if report is None:
             if turn.ok or not turn.error:
-                turn = TurnResult(
-                    ok=False,
-                    usage=turn.usage,
-                    error="no-terminal: the agent ended its turn without reporting "
-                    "(git agentrun agent …)",
-                )
+                turn = TurnResult(ok=False, usage=turn.usage, error=record.NO_TERMINAL)
             if turn.cause == UNAVAILABLE and not last:
                 self._fail(job, session, turn, transcript.text, count=False)
                 return True  # the runtime is not available here: an alternate takes over
             self._fail(job, session, turn, transcript.text)
             return False
         # A report stands even if the program then exited badly or ran out its budget.
-        self._succeed(job, session, report, turn, artifact, arts, transcript.runtime_session_id)
+        self._succeed(job, ended, report)
         return False
 
-    def _succeed(
-        self,
-        job: Job,
-        session: str,
-        report: Report,
-        turn: TurnResult,
-        artifact: str,
-        arts: dict[str, bytes],
-        runtime_session_id: str | None,
-    ) -> None:
+    def _succeed(self, job: Job, ended: Turn, report: Report) -> None:
         state = self.build.state
-        ended = dict(
-            session=session,
-            transcript=artifact,
-            usage=turn.usage,
-            runtime_session_id=runtime_session_id,
-        )
-        if isinstance(report, EscalationRaised):
-            self.build.append([Draft(SessionEnded(outcome="ok", **ended), artifacts=arts)])
+        if not record.commits(report):
+            self.build.append(record.succeeded(job, ended, report, None))
             return
-        summary = subject(report)
-        mark = PhaseMark(state.slug, job.phase, job.round, session, summary)
+        mark = PhaseMark(state.slug, job.phase, job.round, ended.session, subject(report))
         work = job.work
         merge = work.merge if isinstance(work, RunPhase) else None
         try:
             head = self.workspace.commit_phase(state.head, mark, config=state.config, merge=merge)
         except GuardError as exc:
-            refused = TurnResult(ok=False, error=str(exc), usage=turn.usage, cause="guard")
-            self._fail(job, session, refused, "", arts)
+            refused = TurnResult(ok=False, error=str(exc), usage=ended.usage, cause="guard")
+            self._fail(job, ended.session, refused, "", dict(ended.artifacts))
             return
-        drafts = [Draft(SessionEnded(outcome="ok", head=head, **ended), artifacts=arts)]
-        if merge:
-            drafts.append(Draft(ReconcileCompleted(round=job.round, base_sha=merge, head=head)))
-        elif isinstance(work, RunPhase) and work.phase == "implement":
-            paths = self.workspace.changed_paths(state.base_sha, head)
-            text = report.summary_text if isinstance(report, AgentDone) else ""
-            drafts.append(
-                Draft(
-                    ImplementCompleted(
-                        round=job.round, head=head, changed_paths=paths, summary_text=text
-                    )
-                )
-            )
-        elif isinstance(work, RunAgentVerify):
-            verdict = report if isinstance(report, VerifyVerdict) else None
-            outcome = verdict.verdict if verdict else "fail"
-            drafts.append(
-                Draft(
-                    VerifyCompleted(
-                        step=work.step,
-                        round=job.round,
-                        attempt=job.attempt,
-                        outcome=outcome,
-                        reason=verdict.reason if verdict else "",
-                        head=head,
-                    )
-                )
-            )
-        elif isinstance(work, RunFinalizeStep):
-            drafts.append(Draft(FinalizeStepCompleted(step=work.step, ok=True, head=head)))
-            if work.last:
-                drafts.append(Draft(FinalizeCompleted()))
-        self.build.append(drafts)
+        implement = isinstance(work, RunPhase) and work.phase == "implement" and not merge
+        paths = self.workspace.changed_paths(state.base_sha, head) if implement else ()
+        self.build.append(record.succeeded(job, ended, report, head, paths))
         add_note(
             self.repo,
             head,
@@ -344,7 +254,7 @@ class SessionRunner:
                 "build": state.slug,
                 "phase": job.phase,
                 "round": job.round,
-                "session": session,
+                "session": ended.session,
                 "report": report.type,
             },
         )
@@ -358,28 +268,14 @@ class SessionRunner:
         arts: dict[str, bytes] | None = None,
         count: bool = True,
     ) -> None:
-        artifact = f"transcript-{session}.txt"
-        arts = arts or {artifact: transcript.encode()}
-        outcome = "timeout" if turn.cause == "timeout" else "failed"
-        drafts = [
-            Draft(
-                SessionEnded(
-                    session=session,
-                    outcome=outcome,
-                    transcript=artifact,
-                    usage=turn.usage,
-                    error=turn.error,
-                ),
-                artifacts=arts,
-            )
-        ]
-        if not count:
-            self.build.append(drafts)
-            return
+        artifact = record.transcript_name(session)
+        ended = Turn(session, artifact, arts or {artifact: transcript.encode()}, turn.usage)
         max_attempts = self.build.state.config.policy.max_phase_attempts
-        guard = turn.cause == "guard"
-        drafts += failed(job, turn.error, turn.permanent, session, max_attempts, guard)
-        self.build.append(drafts)
+        self.build.append(
+            record.session_failed(
+                job, ended, turn.error, turn.permanent, turn.cause, max_attempts, count
+            )
+        )
 
     def _resume_from(self, job: Job, runtime: str) -> str | None:
         """A producer continues its last session when that session is still here."""

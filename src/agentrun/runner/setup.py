@@ -22,16 +22,14 @@ import pygit2
 
 from agentrun import gitcli, procs
 from agentrun.config import SetupStep
-from agentrun.events import EscalationRaised, ObservationRecorded
 from agentrun.gitrepo import tree_at
-from agentrun.kernel.decide import next_escalation_id
+from agentrun.kernel import runner as kernel_runner
 from agentrun.kernel.paths import spec
 from agentrun.runner.build import BuildHandle
 from agentrun.runner.checks import run_in_worktree
 from agentrun.runner.workspace import Workspace
-from agentrun.store.log import Draft
 
-PHASE = "setup"
+PHASE = kernel_runner.SETUP
 TAIL_CHARS = 2000
 OUTPUT_LIMIT = 64 * 1024
 NAMED_FILES = 10
@@ -73,27 +71,11 @@ def ensure(build: BuildHandle, workspace: Workspace) -> bool:
     if len(text) > OUTPUT_LIMIT:
         text = b"[... output cut ...]\n" + text[-OUTPUT_LIMIT:]
     said = f"setup {'failed' if problem else 'ran'} in {seconds:.1f}s ({artifact})"
-    drafts = [Draft(ObservationRecorded(phase=PHASE, text=said), artifacts={artifact: text})]
+    tail = output[-TAIL_CHARS:]
+    build.append(kernel_runner.setup_ran(build.state, said, artifact, text, problem, tail))
     if problem is None:
-        build.append(drafts)
         marker.write_text(json.dumps({"digest": digest}), encoding="utf-8")
         return True
-    state = build.state
-    question = (
-        f"The setup command failed: {problem}. The end of its output:\n"
-        f"{output[-TAIL_CHARS:].strip()}\n-- answer to run it again from a clean worktree "
-        "(fix what it needs first: the command is the one [setup] held when the build "
-        "started; to change it, abort and run the build again), or abort the build."
-    )
-    raised = EscalationRaised(
-        id=next_escalation_id(state),
-        phase=PHASE,
-        round=state.impl_round,
-        source="policy",
-        cause="setup",
-        question=question,
-    )
-    build.append([*drafts, Draft(raised)])
     return False
 
 

@@ -48,10 +48,11 @@ from pathlib import Path
 import pygit2
 
 from agentrun import procs
-from agentrun.agent.verbs import AgentEnv, Report, report
+from agentrun.agent.verbs import report
 from agentrun.config import RuntimeConfig
 from agentrun.errors import AgentrunError, VerbError
 from agentrun.events import Usage
+from agentrun.kernel.verbs import AgentEnv, VerbReport
 from agentrun.runtimes.base import (
     Probe,
     SessionControl,
@@ -125,7 +126,7 @@ def last_reply(history: str) -> str:
     return "\n".join(line for line in lines[last_user + 1 :] if not line.startswith(">"))
 
 
-def parse_block(reply: str) -> Report | None:
+def parse_block(reply: str) -> VerbReport | None:
     """The verb in the reply's last ``agentrun`` block; None when there is none."""
     blocks = _BLOCK.findall(reply)
     if not blocks:
@@ -146,10 +147,10 @@ def parse_block(reply: str) -> Report | None:
     loose = [a for i, a in enumerate(args) if a != option and (i == 0 or args[i - 1] != option)]
     if verb == "revise":
         lines = [line.strip().removeprefix("- ").strip() for line in body.splitlines()]
-        return Report(verb, findings=tuple(values or [line for line in lines if line]))
+        return VerbReport(verb, findings=tuple(values or [line for line in lines if line]))
     if verb == "plan":
-        return Report(verb, text=body)
-    return Report(verb, text=" ".join(values or loose) or body)
+        return VerbReport(verb, text=body)
+    return VerbReport(verb, text=" ".join(values or loose) or body)
 
 
 def usage_of(output: str) -> Usage:

@@ -28,10 +28,11 @@ import pygit2
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentrun import procs
-from agentrun.agent.verbs import AgentEnv, Report, report
+from agentrun.agent.verbs import report
 from agentrun.config import RuntimeConfig
 from agentrun.errors import AgentrunError, GuardError, RuntimeSetupError
 from agentrun.events import Usage
+from agentrun.kernel.verbs import AgentEnv, VerbReport
 from agentrun.runtimes.base import (
     Handle,
     Probe,
@@ -171,7 +172,7 @@ class ScriptRuntime:
                 text = step.text or _default_text(verb, spec)
                 env = AgentEnv(spec.build, spec.phase, spec.round, spec.session)
                 repo = pygit2.Repository(str(spec.log_repository()))
-                said = report(repo, env, Report(verb, text, step.findings))
+                said = report(repo, env, VerbReport(verb, text, step.findings))
                 say(f"[script] {said}\n")
                 control.on_activity(said)
         except AgentrunError as exc:

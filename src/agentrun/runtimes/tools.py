@@ -21,8 +21,9 @@ import pygit2
 
 from agentrun import procs
 from agentrun.agent.context import write_context
-from agentrun.agent.verbs import PHASE_VERBS, AgentEnv, Report, report
+from agentrun.agent.verbs import report
 from agentrun.errors import AgentrunError, GuardError, VerbError
+from agentrun.kernel.verbs import PHASE_VERBS, AgentEnv, VerbReport
 from agentrun.runtimes.base import SessionControl, SessionSpec
 
 MAX_READ_CHARS = 100_000
@@ -370,7 +371,7 @@ class Toolbox:
             if not isinstance(raw, list) or not all(isinstance(f, str) for f in raw):
                 raise _BadArgument("`findings` must be a list of strings")
             findings = tuple(f for f in raw if f.strip())
-        said = report(self._repo(), self._agent_env(), Report(verb, text, findings))
+        said = report(self._repo(), self._agent_env(), VerbReport(verb, text, findings))
         self.control.on_activity(said)
         return ToolResult(said, terminal=True)
 

@@ -13,6 +13,7 @@ import pygit2
 
 from agentrun.errors import ConcurrentUpdateError
 from agentrun.gitrepo import empty_tree, now_utc, signature
+from agentrun.store.cas import retry
 from agentrun.store.lease import lease_ref, read_lease
 from agentrun.store.log import build_ref, move_ref
 
@@ -26,7 +27,8 @@ def archive(repo: pygit2.Repository, slug: str, state_name: str) -> str:
     if ref is None:
         raise ConcurrentUpdateError(f"build {slug} is not live (already archived?)")
     tip = str(ref.target)
-    for _ in range(10):
+
+    def step() -> None:
         current = repo.references.get(ARCHIVE_REF)
         sig = signature()
         # The chain starts at a root of its own, so that its first parents are all
@@ -41,13 +43,9 @@ def archive(repo: pygit2.Repository, slug: str, state_name: str) -> str:
             {"slug": slug, "tip": tip, "state": state_name}
         )
         oid = repo.create_commit(None, sig, sig, message, empty_tree(repo), parents)
-        try:
-            move_ref(repo, ARCHIVE_REF, str(oid), str(current.target) if current else None)
-            break
-        except ConcurrentUpdateError:
-            continue
-    else:
-        raise ConcurrentUpdateError("the archive kept moving; try again")
+        move_ref(repo, ARCHIVE_REF, str(oid), str(current.target) if current else None)
+
+    retry(step, "the archive")
     live = repo.references.get(build_ref(slug))
     if live is not None and str(live.target) == tip:
         live.delete()

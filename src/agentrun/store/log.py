@@ -13,7 +13,7 @@ import re
 import shutil
 import socket
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 import pygit2
@@ -26,7 +26,7 @@ from agentrun.errors import (
     MalformedEventError,
     UnknownBuildError,
 )
-from agentrun.events import Actor, Event, KernelActor, check_payload, decode, encode
+from agentrun.events import Event, check_payload, decode, encode
 from agentrun.gitrepo import (
     EMPTY_TREE,
     WALK_NEWEST_FIRST,
@@ -39,6 +39,9 @@ from agentrun.gitrepo import (
     signature,
     tree_at,
 )
+
+# Named here too for commands/action.py, which imports it from the store (to move with it).
+from agentrun.kernel.draft import Draft as Draft
 from agentrun.secrets import scrub, scrub_bytes
 
 BUILDS = "refs/agentrun/builds/"
@@ -61,15 +64,6 @@ def build_ref(slug: str) -> str:
 
 def default_writer() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-@dataclass(frozen=True)
-class Draft:
-    """An event to append: its payload, who it is from, and any artifacts it carries."""
-
-    payload: object
-    actor: Actor = field(default_factory=KernelActor)
-    artifacts: Mapping[str, bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,136 @@
+"""Agent verbs: which verb fits which phase and session, and the event each one makes.
+
+The verb's command (``git agentrun agent <verb>``), the outbox's drain and the runtimes
+that live inside the runner all check and build a report here; they only read the log
+and append what this returns (DESIGN §6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agentrun.errors import VerbError
+from agentrun.events import (
+    AgentActor,
+    AgentDone,
+    CodeReviewVerdict,
+    EscalationRaised,
+    PlanReviewVerdict,
+    PlanSubmitted,
+    VerifyVerdict,
+)
+from agentrun.kernel.decide import next_escalation_id
+from agentrun.kernel.draft import Draft
+from agentrun.kernel.state import BuildState
+
+PHASE_VERBS: dict[str, tuple[str, ...]] = {
+    "plan": ("plan", "escalate"),
+    "plan-review": ("approve", "revise", "escalate"),
+    "code-review": ("approve", "revise", "escalate"),
+    "implement": ("done", "escalate"),
+    "reconcile": ("done", "escalate"),
+    "finalize": ("done", "escalate"),
+    "verify": ("pass", "fail", "escalate"),
+}
+
+
+@dataclass(frozen=True)
+class AgentEnv:
+    """Who is speaking: from AGENTRUN_BUILD, AGENTRUN_PHASE (``implement@2``), AGENTRUN_SESSION."""
+
+    build: str
+    phase: str
+    round: int
+    session: str
+
+    @property
+    def family(self) -> str:
+        return self.phase.split(":", 1)[0]
+
+
+@dataclass(frozen=True)
+class VerbReport:
+    """What an agent said with a verb: the verb, its text, its findings."""
+
+    verb: str
+    text: str = ""
+    findings: tuple[str, ...] = ()
+
+
+def check_fits(state: BuildState, env: AgentEnv, verb: str) -> None:
+    allowed = PHASE_VERBS.get(env.family, ())
+    if verb not in allowed:
+        raise VerbError(
+            f"`{verb}` does not fit phase {env.phase}; use one of: {', '.join(allowed) or 'none'}"
+        )
+    session = state.session
+    if session is None or session.session != env.session:
+        raise VerbError(
+            f"session {env.session} is not the open session of build {env.build} "
+            "(it ended or was abandoned); nothing recorded"
+        )
+    if session.phase != env.phase or session.round != env.round:
+        raise VerbError(
+            f"session {env.session} runs {session.phase}@{session.round}, "
+            f"not {env.phase}@{env.round}; nothing recorded"
+        )
+    if session.report is not None:
+        raise VerbError(
+            f"session {env.session} already reported ({session.report.type}); nothing recorded"
+        )
+
+
+def verb_draft(
+    state: BuildState, env: AgentEnv, rep: VerbReport, scrub: Callable[[str], str]
+) -> tuple[Draft, str]:
+    """The event the report makes, and a line confirming it.
+
+    ``scrub`` cleans the plan's summary before it is cut short (the store scrubs the
+    whole event, but a secret cut in half would no longer be recognised).
+    """
+    role = state.session.role if state.session else env.family
+    actor = AgentActor(role=role, session=env.session)
+    verb = rep.verb
+    if verb == "plan":
+        if not rep.text.strip():
+            raise VerbError("the plan is empty: write the plan to a file and pass its path")
+        name = f"plan-r{env.round}.md"
+        first = scrub(rep.text.strip().splitlines()[0])[:100]
+        payload: object = PlanSubmitted(session=env.session, plan=name, summary_text=first)
+        return Draft(payload, actor, {name: rep.text.encode()}), f"plan submitted ({name})"
+    if verb in ("approve", "revise"):
+        if verb == "revise" and not rep.findings:
+            raise VerbError("`revise` needs at least one --finding saying what to change")
+        model = PlanReviewVerdict if env.family == "plan-review" else CodeReviewVerdict
+        payload = model(
+            session=env.session,
+            round=env.round,
+            verdict="approve" if verb == "approve" else "revise",
+            findings=rep.findings,
+        )
+        return Draft(payload, actor), f"verdict recorded: {verb}"
+    if verb == "done":
+        return Draft(AgentDone(session=env.session, summary_text=rep.text), actor), "done recorded"
+    if verb in ("pass", "fail"):
+        if verb == "fail" and not rep.text.strip():
+            raise VerbError("`fail` needs --reason saying what is wrong")
+        payload = VerifyVerdict(
+            session=env.session, verdict="pass" if verb == "pass" else "fail", reason=rep.text
+        )
+        return Draft(payload, actor), f"verify verdict recorded: {verb}"
+    if not rep.text.strip():
+        raise VerbError("`escalate` needs the question to ask")
+    esc_id = next_escalation_id(state)
+    payload = EscalationRaised(
+        id=esc_id,
+        phase=env.phase,
+        round=env.round,
+        source="agent",
+        cause="agent",
+        question=rep.text.strip(),
+        session=env.session,
+    )
+    return Draft(
+        payload, actor
+    ), f"escalation {esc_id} raised; the build parks until it is answered"
