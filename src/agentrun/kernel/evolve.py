@@ -107,155 +107,165 @@ Changes = dict[str, object]
 
 def _apply(s: BuildState, event: Event) -> Changes:
     p = event.payload
-    if isinstance(p, BuildCreated):
-        config = read_snapshot(p.config)
-        return {
-            "created_at": event.ts,
-            "goal": p.goal,
-            "base_ref": p.base_ref,
-            "base_sha": p.base_sha,
-            "branch": p.branch,
-            "source": p.source,
-            "issue": p.issue,
-            "requested_by": p.requested_by,
-            "config": config,
-            "allow_empty": p.allow_empty,
-            "head": p.base_sha,
-            "plan_round_limit": config.policy.max_review_rounds,
-            "impl_round_limit": config.policy.max_review_rounds,
-        }
-    if isinstance(p, BuildCompleted):
-        return {"status": "complete", "stage": "done"}
-    if isinstance(p, BuildFailed):
-        return {"status": "failed", "reason": p.reason}
-    if isinstance(p, BuildPauseRequested):
-        return {"pause_requested": True}
-    if isinstance(p, BuildPaused):
-        return {"paused": True, "pause_requested": False, "resume_requested": False}
-    if isinstance(p, BuildResumeRequested):
-        return {"resume_requested": True, "pause_requested": False}
-    if isinstance(p, BuildResumed):
-        return {"paused": False, "resume_requested": False}
-    if isinstance(p, BuildAbortRequested):
-        return {"abort_requested": True}
-    if isinstance(p, BuildAborted):
-        return {"status": "aborted", "reason": p.reason, "session": None, "in_flight": None}
-    if isinstance(p, RunnerAttached):
-        return _attached(s, p)
-    if isinstance(p, RunnerSetupFailed):
-        return {
-            "setup_failures": s.setup_failures + 1,
-            "setup_permanent": s.setup_permanent or p.permanent,
-            "reason": p.error,
-        }
-    if isinstance(p, SessionStarted):
-        session = OpenSession(
-            session=p.session,
-            phase=p.phase,
-            round=p.round,
-            role=p.role,
-            runtime=p.runtime,
-            model=p.model,
-        )
-        return {"session": session, "sessions": s.sessions + 1}
-    if isinstance(p, SessionEnded):
-        return _session_ended(s, p)
-    if isinstance(
-        p, PlanSubmitted | PlanReviewVerdict | CodeReviewVerdict | AgentDone | VerifyVerdict
-    ):
-        return _report(s, p)
-    if isinstance(p, PlanStarted):
-        return {"in_flight": _in_flight(s, "plan", p.round, event)}
-    if isinstance(p, PlanReviewStarted):
-        return {"in_flight": _in_flight(s, "plan-review", p.round, event)}
-    if isinstance(p, ImplementStarted):
-        return {"in_flight": _in_flight(s, "implement", p.round, event)}
-    if isinstance(p, CodeReviewStarted):
-        return {"in_flight": _in_flight(s, "code-review", p.round, event)}
-    if isinstance(p, VerifyStarted):
-        return {"in_flight": _in_flight(s, f"verify:{p.step}", p.round, event)}
-    if isinstance(p, FinalizeStarted):
-        return {"in_flight": _in_flight(s, f"finalize:{p.step}", s.impl_round, event)}
-    if isinstance(p, ImplementCompleted):
-        return {
-            "in_flight": None,
-            "head": p.head,
-            "changed_paths": p.changed_paths,
-            "implemented": True,
-            "feedback": (),
-            "verify_results": {},
-            "finalize_results": {},
-            "stage": "code-review" if s.config.pipeline.code_review else _checks_stage(s.config),
-        }
-    if isinstance(p, VerifyCompleted):
-        return _verify_completed(s, p)
-    if isinstance(p, FinalizeStepCompleted):
-        results = {**s.finalize_results, p.step: p.ok}
-        changes: Changes = {"in_flight": None, "finalize_results": results}
-        if p.head:
-            changes["head"] = p.head
-        if all(step.name in results for step in s.config.finalize):
-            changes["stage"] = "done"
-        return changes
-    if isinstance(p, FinalizeCompleted):
-        return {"stage": "done"}
-    if isinstance(p, PhaseFailed):
-        return _phase_failed(s, p)
-    if isinstance(p, EscalationRaised):
-        if p.source == "agent":
-            # Opened only when the session ends well (see _session_ended).
-            return {"escalation_count": s.escalation_count + 1, **_report(s, p)}
-        return {
-            "escalation_count": s.escalation_count + 1,
-            "escalations": (*s.escalations, _escalation(p)),
-        }
-    if isinstance(p, EscalationAnswered):
-        return _answered(s, p)
-    if isinstance(p, ProposalOpened):
-        proposal = Proposal(forge=p.forge, number=p.number, url=p.url)
-        return {"proposal": proposal, "published_head": p.head}
-    if isinstance(p, PublicationPushed):
-        return {"published_head": p.sha}
-    if isinstance(p, ProposalReady):
-        return {"proposal": s.proposal.model_copy(update={"ready": True}) if s.proposal else None}
-    if isinstance(p, ProposalClosed):
-        if s.proposal is None:
-            return {}
-        return {"proposal": s.proposal.model_copy(update={"closed": True, "merged": p.merged})}
-    if isinstance(p, ObservationRecorded):
-        return {"observations": (*s.observations, f"{p.phase}: {p.text}")}
-    if isinstance(p, BuildRetryRequested):
-        return _retry(s, event)
-    if isinstance(p, BuildReconcileRequested):
-        return _reconcile_requested(s, p)
-    if isinstance(p, FeedbackReceived):
-        text = f"Review {p.review} by {p.author} on #{p.number}:\n{p.text[-FEEDBACK_TAIL:]}"
-        return {
-            "pending_feedback": (*s.pending_feedback, text),
-            "forge_review": max(s.forge_review, p.review),
-        }
-    if isinstance(p, ForgeCursor):
-        return {
-            "forge_comment": max(s.forge_comment, p.comment),
-            "forge_review": max(s.forge_review, p.review),
-        }
-    if isinstance(p, BaseMoved):
-        if s.status != "running" or not s.implemented:
-            return {}
-        return {"stage": "reconcile", "reconcile_base": p.base_sha}
-    if isinstance(p, ReconcileStarted):
-        return {"in_flight": _in_flight(s, "reconcile", p.round, event)}
-    if isinstance(p, ReconcileCompleted):
-        return {
-            "in_flight": None,
-            "head": p.head,
-            "base_sha": p.base_sha,
-            "reconcile_base": None,
-            "verify_results": {},
-            "finalize_results": {},
-            "stage": _checks_stage(s.config),
-        }
-    assert_never(p)
+    match p:
+        case BuildCreated():
+            config = read_snapshot(p.config)
+            return {
+                "created_at": event.ts,
+                "goal": p.goal,
+                "base_ref": p.base_ref,
+                "base_sha": p.base_sha,
+                "branch": p.branch,
+                "source": p.source,
+                "issue": p.issue,
+                "requested_by": p.requested_by,
+                "config": config,
+                "allow_empty": p.allow_empty,
+                "head": p.base_sha,
+                "plan_round_limit": config.policy.max_review_rounds,
+                "impl_round_limit": config.policy.max_review_rounds,
+            }
+        case BuildCompleted():
+            return {"status": "complete", "stage": "done"}
+        case BuildFailed():
+            return {"status": "failed", "reason": p.reason}
+        case BuildPauseRequested():
+            return {"pause_requested": True}
+        case BuildPaused():
+            return {"paused": True, "pause_requested": False, "resume_requested": False}
+        case BuildResumeRequested():
+            return {"resume_requested": True, "pause_requested": False}
+        case BuildResumed():
+            return {"paused": False, "resume_requested": False}
+        case BuildAbortRequested():
+            return {"abort_requested": True}
+        case BuildAborted():
+            return {"status": "aborted", "reason": p.reason, "session": None, "in_flight": None}
+        case RunnerAttached():
+            return _attached(s, p)
+        case RunnerSetupFailed():
+            return {
+                "setup_failures": s.setup_failures + 1,
+                "setup_permanent": s.setup_permanent or p.permanent,
+                "reason": p.error,
+            }
+        case SessionStarted():
+            session = OpenSession(
+                session=p.session,
+                phase=p.phase,
+                round=p.round,
+                role=p.role,
+                runtime=p.runtime,
+                model=p.model,
+            )
+            return {"session": session, "sessions": s.sessions + 1}
+        case SessionEnded():
+            return _session_ended(s, p)
+        case (
+            PlanSubmitted()
+            | PlanReviewVerdict()
+            | CodeReviewVerdict()
+            | AgentDone()
+            | VerifyVerdict()
+        ):
+            return _report(s, p)
+        case PlanStarted():
+            return {"in_flight": _in_flight(s, "plan", p.round, event)}
+        case PlanReviewStarted():
+            return {"in_flight": _in_flight(s, "plan-review", p.round, event)}
+        case ImplementStarted():
+            return {"in_flight": _in_flight(s, "implement", p.round, event)}
+        case CodeReviewStarted():
+            return {"in_flight": _in_flight(s, "code-review", p.round, event)}
+        case VerifyStarted():
+            return {"in_flight": _in_flight(s, f"verify:{p.step}", p.round, event)}
+        case FinalizeStarted():
+            return {"in_flight": _in_flight(s, f"finalize:{p.step}", s.impl_round, event)}
+        case ImplementCompleted():
+            return {
+                "in_flight": None,
+                "head": p.head,
+                "changed_paths": p.changed_paths,
+                "implemented": True,
+                "feedback": (),
+                "verify_results": {},
+                "finalize_results": {},
+                "stage": "code-review"
+                if s.config.pipeline.code_review
+                else _checks_stage(s.config),
+            }
+        case VerifyCompleted():
+            return _verify_completed(s, p)
+        case FinalizeStepCompleted():
+            results = {**s.finalize_results, p.step: p.ok}
+            changes: Changes = {"in_flight": None, "finalize_results": results}
+            if p.head:
+                changes["head"] = p.head
+            if all(step.name in results for step in s.config.finalize):
+                changes["stage"] = "done"
+            return changes
+        case FinalizeCompleted():
+            return {"stage": "done"}
+        case PhaseFailed():
+            return _phase_failed(s, p)
+        case EscalationRaised():
+            if p.source == "agent":
+                # Opened only when the session ends well (see _session_ended).
+                return {"escalation_count": s.escalation_count + 1, **_report(s, p)}
+            return {
+                "escalation_count": s.escalation_count + 1,
+                "escalations": (*s.escalations, _escalation(p)),
+            }
+        case EscalationAnswered():
+            return _answered(s, p)
+        case ProposalOpened():
+            proposal = Proposal(forge=p.forge, number=p.number, url=p.url)
+            return {"proposal": proposal, "published_head": p.head}
+        case PublicationPushed():
+            return {"published_head": p.sha}
+        case ProposalReady():
+            return {
+                "proposal": s.proposal.model_copy(update={"ready": True}) if s.proposal else None
+            }
+        case ProposalClosed():
+            if s.proposal is None:
+                return {}
+            return {"proposal": s.proposal.model_copy(update={"closed": True, "merged": p.merged})}
+        case ObservationRecorded():
+            return {"observations": (*s.observations, f"{p.phase}: {p.text}")}
+        case BuildRetryRequested():
+            return _retry(s, event)
+        case BuildReconcileRequested():
+            return _reconcile_requested(s, p)
+        case FeedbackReceived():
+            text = f"Review {p.review} by {p.author} on #{p.number}:\n{p.text[-FEEDBACK_TAIL:]}"
+            return {
+                "pending_feedback": (*s.pending_feedback, text),
+                "forge_review": max(s.forge_review, p.review),
+            }
+        case ForgeCursor():
+            return {
+                "forge_comment": max(s.forge_comment, p.comment),
+                "forge_review": max(s.forge_review, p.review),
+            }
+        case BaseMoved():
+            if s.status != "running" or not s.implemented:
+                return {}
+            return {"stage": "reconcile", "reconcile_base": p.base_sha}
+        case ReconcileStarted():
+            return {"in_flight": _in_flight(s, "reconcile", p.round, event)}
+        case ReconcileCompleted():
+            return {
+                "in_flight": None,
+                "head": p.head,
+                "base_sha": p.base_sha,
+                "reconcile_base": None,
+                "verify_results": {},
+                "finalize_results": {},
+                "stage": _checks_stage(s.config),
+            }
+        case _:
+            assert_never(p)
 
 
 def _retry(s: BuildState, event: Event) -> Changes:
