@@ -94,11 +94,6 @@ def entropy(text: str) -> float:
     return -sum(n / len(text) * math.log2(n / len(text)) for n in counts) if text else 0.0
 
 
-def shapes() -> tuple[Shape, ...]:
-    """Every shape, in the order findings are named (``data/shapes.toml``'s)."""
-    return _loaded()[0]
-
-
 def shape_in(line: str) -> str | None:
     """The kind of the first known token shape in ``line`` ("a GitHub token"), if any."""
     for shape in _candidates(line):

@@ -144,7 +144,9 @@ def test_the_runner_makes_itself_non_dumpable() -> None:
     code = textwrap.dedent(
         """
         import ctypes
-        from agentrun.isolation.dumpable import is_dumpable, make_undumpable
+        from agentrun.isolation.dumpable import make_undumpable
+        def is_dumpable():
+            return ctypes.CDLL(None).prctl(3, 0, 0, 0, 0) != 0  # PR_GET_DUMPABLE
         before = is_dumpable()
         print(before, make_undumpable(), is_dumpable())
         """

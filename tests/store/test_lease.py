@@ -20,6 +20,7 @@ from agentrun.errors import LeaseHeldError, LeaseLostError
 from agentrun.store.lease import (
     SKEW_SECONDS,
     Heartbeat,
+    Lease,
     LeaseInfo,
     acquire,
     lease_ref,
@@ -35,6 +36,12 @@ T0 = datetime(2026, 11, 3, 12, 0, tzinfo=UTC)
 def current(repo: pygit2.Repository) -> str | None:
     ref = repo.references.get(REF)
     return None if ref is None else str(ref.target)
+
+
+def held(repo: pygit2.Repository, lease: Lease) -> bool:
+    """The lease's ref still points at what ``lease`` wrote: nobody took it over."""
+    ref = repo.references.get(lease_ref(lease.slug))
+    return ref is not None and str(ref.target) == lease.oid
 
 
 def write_lease(repo_path: Path, message: str) -> str:
@@ -56,7 +63,7 @@ def test_acquire_a_fresh_build(repo: pygit2.Repository, repo_path: Path) -> None
     assert lease.info.pid_start > 0
     assert lease_ref(SLUG) == REF
     assert current(repo) == lease.oid
-    assert lease.still_held()
+    assert held(repo, lease)
     assert read_lease(repo, SLUG) == (lease.oid, lease.info)
 
     # A commit whose message is JSON {holder, host, generation, expires_at, ...}.
@@ -94,8 +101,8 @@ def test_an_expired_lease_is_taken_over(repo: pygit2.Repository) -> None:
     assert second.info.holder == "runner-b"
     assert second.info.generation == 2
     assert current(repo) == second.oid
-    assert not first.still_held()
-    assert second.still_held()
+    assert not held(repo, first)
+    assert held(repo, second)
 
 
 def test_a_short_ttl_expires(repo: pygit2.Repository) -> None:
@@ -308,6 +315,6 @@ def test_an_unreadable_lease_is_treated_as_expired(
 def test_leases_of_different_builds_are_independent(repo: pygit2.Repository) -> None:
     one = acquire(repo, "build-one", "runner-a")
     two = acquire(repo, "build-two", "runner-b")
-    assert one.still_held() and two.still_held()
+    assert held(repo, one) and held(repo, two)
     one.release()
-    assert two.still_held()
+    assert held(repo, two)

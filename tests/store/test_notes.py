@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pygit2
 from conftest import git, make_repo
+from support.notes import read_notes
 
-from agentrun.store.notes import NOTES_REF, add_note, read_notes
+from agentrun.store.notes import NOTES_REF, add_note
 
 
 def head(repo_path: Path) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pygit2
 import pytest
 from conftest import git, make_repo
+from support.notes import read_notes
 from support.smart_http import smart_http
 
 from agentrun.errors import LeaseHeldError, LeaseLostError
@@ -22,8 +23,8 @@ from agentrun.events import (
 )
 from agentrun.kernel.draft import Draft
 from agentrun.store.log import EventLog, Tip
-from agentrun.store.notes import NOTES_REF, add_note, read_notes
-from agentrun.store.remote_lease import claim_remote, release_remote
+from agentrun.store.notes import NOTES_REF, add_note
+from agentrun.store.remote_lease import claim_remote
 from agentrun.store.sync import RefUpdate, Remote, SyncError, sync
 
 SLUG = "b-1"
@@ -267,11 +268,11 @@ def test_a_remote_lease_blocks_another_machine(machines: Machines) -> None:
         claim_remote(m.b, "origin", SLUG, "runner-b", ttl=60, now=T0)
     lease.renew(now=T0)
     assert remote_ref(m, ref) == lease.oid
-    assert release_remote(lease)
+    assert lease.release()
     assert remote_ref(m, ref) is None
     taken = claim_remote(m.b, "origin", SLUG, "runner-b", ttl=60, now=T0)
     assert taken.info.holder == "runner-b"
-    assert not release_remote(lease)  # no longer ours: the lease refuses the delete
+    assert not lease.release()  # no longer ours: the lease refuses the delete
     assert remote_ref(m, ref) == taken.oid
 
 

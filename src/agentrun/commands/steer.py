@@ -185,7 +185,7 @@ class Steering:
                 self._say(f"build {slug}: {done.note}")
             return f"reconcile requested (base at {done.base[:10]})"
         if command.verb == "status":
-            from agentrun.runner.publish import render_hosted_status
+            from agentrun.runner.status_text import render_hosted_status
 
             state = load_state(self.log, self.cache, slug)[1]
             # Without the status comment's marker line, which would make this reply the

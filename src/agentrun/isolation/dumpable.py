@@ -12,7 +12,6 @@ import ctypes.util
 import sys
 
 PR_SET_DUMPABLE = 4
-PR_GET_DUMPABLE = 3
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -25,8 +24,3 @@ def make_undumpable() -> bool:
     """``prctl(PR_SET_DUMPABLE, 0)``; False where the platform has no such call."""
     libc = _libc()
     return libc is not None and libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
-
-
-def is_dumpable() -> bool:
-    libc = _libc()
-    return libc is None or libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0

@@ -70,7 +70,6 @@ class Runner:
         repo: pygit2.Repository,
         slug: str,
         observer: Observer | None = None,
-        heartbeat_seconds: float | None = None,
         remote: str | None = None,
         stop_at: float | None = None,
     ) -> None:
@@ -81,7 +80,6 @@ class Runner:
         self.slug = slug
         self.instance = f"r-{uuid.uuid4().hex[:8]}"
         self.observer = observer or Silent()
-        self.heartbeat_seconds = heartbeat_seconds
         self.remote = remote if remote is not None else configured_remote(repo, slug)
         self.stop_at = stop_at
         self._remote: RemoteRun | None = None
@@ -90,7 +88,7 @@ class Runner:
     def run(self, acknowledge_only: bool = False) -> Outcome:
         """Execute decisions until ``wait``; with ``acknowledge_only``, only controls."""
         ttl = lease_ttl()
-        beat_every = self.heartbeat_seconds or ttl / 4
+        beat_every = ttl / 4
         lease = acquire(self.repo, self.slug, holder=self.instance, ttl=ttl)
         try:
             if self.remote:

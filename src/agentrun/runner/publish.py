@@ -50,15 +50,6 @@ from agentrun.runner.status_text import (
     state_label,
 )
 
-# The texts live in status_text; these names stay importable from here too.
-__all__ = [
-    "Publisher",
-    "render_body",
-    "render_hosted_body",
-    "render_hosted_status",
-    "render_status",
-]
-
 
 def _run_url() -> str | None:
     """The Actions run this job is, when it is one."""

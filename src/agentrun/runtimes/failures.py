@@ -147,12 +147,6 @@ def error_message(raw: str) -> str:
     return raw.strip()[:300]
 
 
-def missing_key(variable: str) -> Failure:
-    return Failure(
-        "no-key", False, True, AUTH, f"set {variable} (or `api_key_env` in .agentrun.toml)"
-    )
-
-
 def describe(failure: Failure, detail: str, key: str = "", url: str = "") -> str:
     """The one line for the user: what happened, the provider's words, the hint."""
     hint = failure.hint.format(key=key or "the API key variable", url=url or "base_url")

@@ -132,10 +132,6 @@ class Lease:
             ) from None
         self.oid, self.info = oid, info
 
-    def still_held(self) -> bool:
-        ref = self.repo.references.get(lease_ref(self.slug))
-        return ref is not None and str(ref.target) == self.oid
-
     def release(self) -> None:
         ref = self.repo.references.get(lease_ref(self.slug))
         if ref is not None and str(ref.target) == self.oid:

@@ -73,15 +73,3 @@ def _with_entry(
         sub = repo[tree[name].id].peel(pygit2.Tree)
     builder.insert(name, _with_entry(repo, sub, rest, blob), pygit2.GIT_FILEMODE_TREE)
     return builder.write()
-
-
-def read_notes(repo: pygit2.Repository, commit: str) -> list[dict[str, object]]:
-    ref = repo.references.get(NOTES_REF)
-    if ref is None:
-        return []
-    event_commit(repo, NOTES_REF, ref.target)
-    try:
-        message = repo.lookup_note(commit, NOTES_REF).message
-    except KeyError:
-        return []
-    return [json.loads(line) for line in message.splitlines() if line.strip()]

@@ -99,11 +99,6 @@ def claim_remote(
     return RemoteLease(where, slug, oid, info, ttl)
 
 
-def release_remote(lease: RemoteLease) -> bool:
-    """Give the lease back on its remote (False: it was no longer ours)."""
-    return lease.release()
-
-
 def clear_stale_remote(where: Remote, slug: str, now: datetime | None = None) -> bool:
     """Delete ``slug``'s lease on the remote if nobody holds it any more.
 
