@@ -40,6 +40,7 @@ from agentrun.events import Usage
 from agentrun.forge.local import LocalForge
 from agentrun.kernel.verbs import VerbReport
 from agentrun.runner.loop import Outcome
+from agentrun.runtimes.agent_cli import failed as classify
 from agentrun.runtimes.aider import last_reply, parse_block
 from agentrun.runtimes.aider import usage_of as aider_usage
 from agentrun.runtimes.base import (
@@ -53,7 +54,6 @@ from agentrun.runtimes.base import (
     probe_runtime,
 )
 from agentrun.runtimes.claude import usage_of as claude_usage
-from agentrun.runtimes.cli import failed as classify
 from agentrun.store.log import EventLog
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -44,7 +44,7 @@ NO_TERMINAL = "no-terminal: the agent ended its turn without reporting (git agen
 
 
 @dataclass(frozen=True)
-class Job:
+class SessionJob:
     """A decision that runs an agent, in the terms a session needs."""
 
     phase: str
@@ -55,12 +55,16 @@ class Job:
     work: AgentWork
 
 
-def job_of(work: AgentWork, impl_round: int) -> Job:
+def job_of(work: AgentWork, impl_round: int) -> SessionJob:
     if isinstance(work, RunPhase):
-        return Job(work.phase, work.round, work.attempt, work.role, work.feedback, work)
+        return SessionJob(work.phase, work.round, work.attempt, work.role, work.feedback, work)
     if isinstance(work, RunAgentVerify):
-        return Job(f"verify:{work.step}", work.round, work.attempt, work.role, work.feedback, work)
-    return Job(f"finalize:{work.step}", impl_round, work.attempt, work.role or "finalize", (), work)
+        return SessionJob(
+            f"verify:{work.step}", work.round, work.attempt, work.role, work.feedback, work
+        )
+    return SessionJob(
+        f"finalize:{work.step}", impl_round, work.attempt, work.role or "finalize", (), work
+    )
 
 
 def subject(report: Report) -> str:
@@ -76,7 +80,7 @@ def subject(report: Report) -> str:
     return report.type
 
 
-def started_event(job: Job) -> object:
+def started_event(job: SessionJob) -> object:
     work = job.work
     if isinstance(work, RunPhase):
         starts = {
@@ -93,7 +97,7 @@ def started_event(job: Job) -> object:
 
 
 def failed(
-    job: Job,
+    job: SessionJob,
     error: str,
     permanent: bool,
     session: str | None = None,
@@ -108,7 +112,7 @@ def failed(
 
 
 def failure(
-    job: Job,
+    job: SessionJob,
     error: str,
     permanent: bool = False,
     interrupted: bool = False,
@@ -144,7 +148,7 @@ def transcript_name(session: str) -> str:
     return f"transcript-{session}.txt"
 
 
-def no_runtime(job: Job) -> list[Draft]:
+def no_runtime(job: SessionJob) -> list[Draft]:
     """The job starts and fails for good: nothing is configured to run its role."""
     error = (
         f"no runtime is configured for role {job.role!r}: set roles.{job.role} or "
@@ -153,24 +157,24 @@ def no_runtime(job: Job) -> list[Draft]:
     return refused(job, error)
 
 
-def begun(job: Job) -> Draft:
+def begun(job: SessionJob) -> Draft:
     """The phase (or step) starts: its ``*.started`` event."""
     return Draft(started_event(job))
 
 
-def refused(job: Job, error: str) -> list[Draft]:
+def refused(job: SessionJob, error: str) -> list[Draft]:
     """The job starts and fails for good before any agent runs (retrying will not help)."""
     return [begun(job), *failed(job, error, permanent=True)]
 
 
-def merged(job: Job, base: str, head: str) -> list[Draft]:
+def merged(job: SessionJob, base: str, head: str) -> list[Draft]:
     """Reconcile merged the moved base cleanly: no agent is needed."""
     done = ReconcileCompleted(round=job.round, base_sha=base, head=head)
     return [begun(job), Draft(done)]
 
 
 def session_started(
-    job: Job, session: str, runtime: str, model: str | None, substitution: str | None
+    job: SessionJob, session: str, runtime: str, model: str | None, substitution: str | None
 ) -> Draft:
     return Draft(
         SessionStarted(
@@ -185,7 +189,7 @@ def session_started(
     )
 
 
-def interrupted(job: Job, session: str, why: str) -> list[Draft]:
+def interrupted(job: SessionJob, session: str, why: str) -> list[Draft]:
     """Ctrl-C (or the runner stopping) ended the session: the attempt does not count."""
     return [
         Draft(SessionEnded(session=session, outcome="interrupted", error=why)),
@@ -210,7 +214,7 @@ def commits(report: Report) -> bool:
 
 
 def succeeded(
-    job: Job, turn: Turn, report: Report, head: str | None, changed: tuple[str, ...] = ()
+    job: SessionJob, turn: Turn, report: Report, head: str | None, changed: tuple[str, ...] = ()
 ) -> list[Draft]:
     """The agent reported; ``head`` is the phase commit (None when ``commits`` is false),
     ``changed`` the paths an implement round changed since the base."""
@@ -253,7 +257,7 @@ def succeeded(
 
 
 def session_failed(
-    job: Job,
+    job: SessionJob,
     turn: Turn,
     error: str,
     permanent: bool = False,

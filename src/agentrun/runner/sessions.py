@@ -27,7 +27,7 @@ from agentrun.kernel.decide import (
     remaining_wall_seconds,
 )
 from agentrun.kernel.evolve import PRODUCERS
-from agentrun.kernel.sessions import AgentWork, Job, Turn, job_of, subject
+from agentrun.kernel.sessions import AgentWork, SessionJob, Turn, job_of, subject
 from agentrun.kernel.state import BuildState, Report
 from agentrun.prices import price_of, with_cost
 from agentrun.runner.build import BuildHandle, Observer
@@ -109,7 +109,7 @@ class SessionRunner:
             if not retry_elsewhere:
                 return
 
-    def _merge(self, job: Job, base: str) -> Job | None:
+    def _merge(self, job: SessionJob, base: str) -> SessionJob | None:
         """Reconcile: merge the moved base; a clean merge needs no agent (None: done)."""
         state = self.build.state
         try:
@@ -131,7 +131,7 @@ class SessionRunner:
         self.build.append(record.merged(job, base, head), fact=False)
         return None
 
-    def _session(self, job: Job, name: str, substitution: str | None, last: bool) -> bool:
+    def _session(self, job: SessionJob, name: str, substitution: str | None, last: bool) -> bool:
         """One session on runtime ``name``; True when an alternate should take over."""
         state = self.build.state
         session = f"s-{uuid.uuid4().hex[:8]}"
@@ -230,7 +230,7 @@ class SessionRunner:
         self._succeed(job, ended, report)
         return False
 
-    def _succeed(self, job: Job, ended: Turn, report: Report) -> None:
+    def _succeed(self, job: SessionJob, ended: Turn, report: Report) -> None:
         state = self.build.state
         if not record.commits(report):
             self.build.append(record.succeeded(job, ended, report, None))
@@ -261,7 +261,7 @@ class SessionRunner:
 
     def _fail(
         self,
-        job: Job,
+        job: SessionJob,
         session: str,
         turn: TurnResult,
         transcript: str,
@@ -277,7 +277,7 @@ class SessionRunner:
             )
         )
 
-    def _resume_from(self, job: Job, runtime: str) -> str | None:
+    def _resume_from(self, job: SessionJob, runtime: str) -> str | None:
         """A producer continues its last session when that session is still here."""
         last = self.build.state.resumable.get(job.role)
         if last is None or job.phase not in PRODUCERS or last.runtime != runtime:

@@ -53,14 +53,7 @@ from agentrun.config import RuntimeConfig
 from agentrun.errors import AgentrunError, VerbError
 from agentrun.events import Usage
 from agentrun.kernel.verbs import AgentEnv, VerbReport
-from agentrun.runtimes.base import (
-    Probe,
-    SessionControl,
-    TurnResult,
-    key_variable,
-    register,
-)
-from agentrun.runtimes.cli import (
+from agentrun.runtimes.agent_cli import (
     CliHandle,
     CliRuntime,
     EitherEvent,
@@ -70,9 +63,16 @@ from agentrun.runtimes.cli import (
     one_line,
     probe_cli,
     run_cli,
+    runtime_env,
     scratch_dir,
-    session_env,
     stopped,
+)
+from agentrun.runtimes.base import (
+    Probe,
+    SessionControl,
+    TurnResult,
+    key_variable,
+    register,
 )
 
 BINARY = "aider"
@@ -183,7 +183,7 @@ class AiderRuntime(CliRuntime):
         self, handle: CliHandle, prompt: str, control: SessionControl, resume: str | None
     ) -> TurnResult:
         spec = handle.spec
-        env = session_env(spec, self.config)
+        env = runtime_env(spec, self.config)
         binary = locate(self.config, BINARY, env.get("PATH"))
         if binary is None:
             result = missing_binary(self.config, BINARY, HINT)

@@ -29,15 +29,7 @@ from typing import Any
 from agentrun import procs
 from agentrun.config import RuntimeConfig
 from agentrun.events import Usage
-from agentrun.runtimes.base import (
-    BUDGET,
-    Handle,
-    Probe,
-    SessionControl,
-    TurnResult,
-    register,
-)
-from agentrun.runtimes.cli import (
+from agentrun.runtimes.agent_cli import (
     CliHandle,
     CliRuntime,
     EitherEvent,
@@ -51,8 +43,16 @@ from agentrun.runtimes.cli import (
     one_line,
     probe_cli,
     run_cli,
-    session_env,
+    runtime_env,
     stopped,
+)
+from agentrun.runtimes.base import (
+    BUDGET,
+    Handle,
+    Probe,
+    SessionControl,
+    TurnResult,
+    register,
 )
 
 BINARY = "claude"
@@ -181,7 +181,7 @@ class ClaudeRuntime(CliRuntime):
         # Claude Code retries 10 times by default, backing off for minutes: use the
         # runtime's `max_retries` unless the environment says otherwise.
         env = {"CLAUDE_CODE_MAX_RETRIES": str(self.config.max_retries)}
-        env |= session_env(handle.spec, self.config)
+        env |= runtime_env(handle.spec, self.config)
         binary = locate(self.config, BINARY, env.get("PATH"))
         if binary is None:
             result = missing_binary(self.config, BINARY, HINT)

@@ -42,14 +42,7 @@ from agentrun import procs
 from agentrun.agent.outbox import drain
 from agentrun.config import RuntimeConfig
 from agentrun.events import Usage
-from agentrun.runtimes.base import (
-    Handle,
-    Probe,
-    SessionControl,
-    TurnResult,
-    register,
-)
-from agentrun.runtimes.cli import (
+from agentrun.runtimes.agent_cli import (
     CliHandle,
     CliRuntime,
     clip,
@@ -62,8 +55,15 @@ from agentrun.runtimes.cli import (
     one_line,
     probe_cli,
     run_cli,
-    session_env,
+    runtime_env,
     stopped,
+)
+from agentrun.runtimes.base import (
+    Handle,
+    Probe,
+    SessionControl,
+    TurnResult,
+    register,
 )
 
 BINARY = "codex"
@@ -183,7 +183,7 @@ class CodexRuntime(CliRuntime):
     def _turn(
         self, handle: CliHandle, prompt: str, control: SessionControl, resume: str | None
     ) -> TurnResult:
-        env = session_env(handle.spec, self.config)
+        env = runtime_env(handle.spec, self.config)
         binary = locate(self.config, BINARY, env.get("PATH"))
         if binary is None:
             result = missing_binary(self.config, BINARY, HINT)

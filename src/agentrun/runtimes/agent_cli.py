@@ -107,7 +107,7 @@ def locate(config: RuntimeConfig, default: str, path: str | None) -> str | None:
     return shutil.which(name, path=path)
 
 
-def session_env(spec: SessionSpec, config: RuntimeConfig) -> dict[str, str]:
+def runtime_env(spec: SessionSpec, config: RuntimeConfig) -> dict[str, str]:
     """The session's environment (built by the runner), then the runtime's own ``env``."""
     return {**spec.env, **config.env}
 
