@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import get_args
@@ -35,7 +36,10 @@ def fields(model: type[BaseModel], seen: dict[str, object]) -> None:
         default = (
             "required" if info.is_required() else repr(info.get_default(call_default_factory=True))
         )
-        described[name] = f"{info.annotation} = {default}"
+        # Named as the package exports them: which module of events/ holds a class is
+        # layout, not schema.
+        annotation = re.sub(r"agentrun\.events\.\w+\.", "agentrun.events.", str(info.annotation))
+        described[name] = f"{annotation} = {default}"
         for inner in _models(info.annotation):
             fields(inner, seen)
 

@@ -1,0 +1,236 @@
+"""The envelope around a payload, and its encoding as a commit message (DESIGN §2).
+
+An event is stored as one commit: ``"<type>: <summary>"``, a blank line, then the
+envelope as JSON. Payloads form a discriminated union on ``type``; an unknown type or a
+payload that does not validate is refused with a clear error. Older schema versions are
+upcast on read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+
+from agentrun.errors import InvalidEventError, MalformedEventError
+from agentrun.events.base import (
+    Actor,
+    Frozen,
+)
+from agentrun.events.build import (
+    BuildAborted,
+    BuildAbortRequested,
+    BuildCompleted,
+    BuildCreated,
+    BuildFailed,
+    BuildPaused,
+    BuildPauseRequested,
+    BuildReconcileRequested,
+    BuildResumed,
+    BuildResumeRequested,
+    BuildRetryRequested,
+    RunnerAttached,
+    RunnerSetupFailed,
+    SessionEnded,
+    SessionStarted,
+)
+from agentrun.events.forge import (
+    BaseMoved,
+    FeedbackReceived,
+    ForgeCursor,
+    ObservationRecorded,
+    ProposalClosed,
+    ProposalOpened,
+    ProposalReady,
+    PublicationPushed,
+    ReconcileCompleted,
+    ReconcileStarted,
+)
+from agentrun.events.phases import (
+    AgentDone,
+    CodeReviewStarted,
+    CodeReviewVerdict,
+    EscalationAnswered,
+    EscalationRaised,
+    FinalizeCompleted,
+    FinalizeStarted,
+    FinalizeStepCompleted,
+    ImplementCompleted,
+    ImplementStarted,
+    PhaseFailed,
+    PlanReviewStarted,
+    PlanReviewVerdict,
+    PlanStarted,
+    PlanSubmitted,
+    VerifyCompleted,
+    VerifyStarted,
+    VerifyVerdict,
+)
+from agentrun.secrets import scrub
+
+SCHEMA_VERSION = 2
+
+
+Payload = Annotated[
+    BuildCreated
+    | BuildCompleted
+    | BuildFailed
+    | BuildPauseRequested
+    | BuildPaused
+    | BuildResumeRequested
+    | BuildResumed
+    | BuildAbortRequested
+    | BuildAborted
+    | RunnerAttached
+    | RunnerSetupFailed
+    | SessionStarted
+    | SessionEnded
+    | PlanStarted
+    | PlanSubmitted
+    | PlanReviewStarted
+    | PlanReviewVerdict
+    | ImplementStarted
+    | ImplementCompleted
+    | CodeReviewStarted
+    | CodeReviewVerdict
+    | AgentDone
+    | VerifyStarted
+    | VerifyVerdict
+    | VerifyCompleted
+    | FinalizeStarted
+    | FinalizeStepCompleted
+    | FinalizeCompleted
+    | PhaseFailed
+    | EscalationRaised
+    | EscalationAnswered
+    | ProposalOpened
+    | ProposalReady
+    | ProposalClosed
+    | PublicationPushed
+    | ObservationRecorded
+    | FeedbackReceived
+    | ForgeCursor
+    | BaseMoved
+    | ReconcileStarted
+    | ReconcileCompleted
+    | BuildRetryRequested
+    | BuildReconcileRequested,
+    Field(discriminator="type"),
+]
+
+
+class Event(Frozen):
+    """The envelope: one per commit in a build log."""
+
+    v: int = SCHEMA_VERSION
+    seq: int
+    ts: datetime
+    actor: Actor
+    writer: str
+    payload: Payload
+
+    @property
+    def type(self) -> str:
+        return self.payload.type
+
+
+_EVENT = TypeAdapter(Event)
+_PAYLOAD: TypeAdapter[Any] = TypeAdapter(Payload)
+EVENT_TYPES: frozenset[str] = frozenset(
+    cls.model_fields["type"].default
+    for cls in Payload.__origin__.__args__  # type: ignore[attr-defined]
+)
+
+
+def check_payload(payload: Any) -> None:
+    """Refuse at append what replay could not read back."""
+    kind = getattr(payload, "type", None)
+    if not isinstance(payload, BaseModel) or kind not in EVENT_TYPES:
+        raise InvalidEventError(f"unknown event type: {kind or payload!r}")
+    try:
+        _PAYLOAD.validate_python(payload.model_dump())
+    except ValidationError as exc:
+        raise InvalidEventError(f"invalid {kind} payload: {_first_error(exc)}") from None
+
+
+def encode(event: Event) -> str:
+    """The commit message that stores ``event``."""
+    body = event.model_dump(mode="json", exclude={"payload": {"type"}})
+    doc = {"v": body["v"], "seq": body["seq"], "type": event.type, **body}
+    # Scrubbed before it is clipped: a token cut in half keeps no shape to be found by.
+    summary = scrub(event.payload.summary()).replace("\n", " ")
+    if len(summary) > 120:
+        summary = summary[:117] + "..."
+    return f"{event.type}: {summary}\n\n{json.dumps(doc, ensure_ascii=False, sort_keys=False)}\n"
+
+
+def decode(message: str, where: str) -> Event:
+    """Parse a commit message back into an event; ``where`` names the commit in errors."""
+    _, sep, body = message.partition("\n\n")
+    try:
+        if not sep:
+            raise ValueError("no JSON body")
+        doc = json.loads(body)
+        if not isinstance(doc, dict):
+            raise ValueError("body is not an object")
+    except ValueError as exc:
+        raise MalformedEventError(f"commit {where} is not an agentrun event: {exc}") from None
+    version = doc.get("v")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise MalformedEventError(f"commit {where} has no valid schema version (v)")
+    if version > SCHEMA_VERSION:
+        raise MalformedEventError(
+            f"commit {where} holds an event of schema v{version}; this agentrun reads up to "
+            f"v{SCHEMA_VERSION}: upgrade agentrun"
+        )
+    doc = upgrade(doc, version, where)
+    kind = doc.pop("type", None)
+    if kind not in EVENT_TYPES:
+        raise MalformedEventError(f"commit {where} holds an unknown event type {kind!r}")
+    payload = doc.get("payload")
+    if isinstance(payload, dict):
+        if "type" in payload:
+            raise MalformedEventError(
+                f"commit {where} holds a malformed {kind} event: payload.type: "
+                "the payload may not name a type of its own"
+            )
+        doc["payload"] = {"type": kind, **payload}
+    try:
+        return _EVENT.validate_python(doc)
+    except ValidationError as exc:
+        raise MalformedEventError(
+            f"commit {where} holds a malformed {kind} event: {_first_error(exc)}"
+        ) from None
+
+
+# Upgrades of an event document from schema v<n> to v<n+1>, applied in order by `decode`
+# (envelope and payload alike). Every change that adds or changes an event's fields bumps
+# SCHEMA_VERSION and adds its step here, so that an older release reading a newer log says
+# "upgrade agentrun" rather than "malformed" (tests/upgrade keeps this honest).
+def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
+    """v2 added ``build.created.allow_empty`` and ``build.reconcile-requested``: a v1
+    document reads unchanged (``allow_empty`` defaults to what v1 did, never asking)."""
+    return doc
+
+
+UPCASTERS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+
+
+def upgrade(doc: dict[str, Any], version: int, where: str) -> dict[str, Any]:
+    """``doc`` (of schema ``version``) as the current schema reads it."""
+    while version < SCHEMA_VERSION:
+        step = UPCASTERS.get(version)
+        if step is None:
+            raise MalformedEventError(f"commit {where}: no upgrade from schema v{version}")
+        doc = step(doc)
+        version += 1
+    return {**doc, "v": version}
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    return f"{loc}: {err['msg']}" if loc else err["msg"]
