@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 import click
 
 from agentrun import __version__
+from agentrun.cli.agent import agent
 from agentrun.cli.help import COMPLETE_VAR, completion, help_command
+from agentrun.cli.hook import hook
 from agentrun.errors import (
     EXIT_BUG,
     EXIT_DONE,
@@ -602,130 +604,6 @@ def demo(keep: bool) -> None:
     raise click.exceptions.Exit(exit_for_state(report.state))
 
 
-@cli.group()
-def agent() -> None:
-    """The verbs agents use to report back (inside a session)."""
-
-
-def _report(verb: str, text: str = "", findings: tuple[str, ...] = ()) -> None:
-    from agentrun.agent.verbs import agent_env, submit
-    from agentrun.kernel.verbs import VerbReport
-
-    env = agent_env(os.environ)
-    click.echo(submit(env, VerbReport(verb, text, findings), Path.cwd(), os.environ))
-
-
-@agent.command("context")
-def agent_context() -> None:
-    """Write what this session needs to .agentrun/run/context.md and print its path."""
-    from agentrun.agent.context import write_context
-    from agentrun.agent.verbs import agent_env, log_repository, worktree_of
-
-    env = agent_env(os.environ)
-    repo = log_repository(Path.cwd(), os.environ)
-    click.echo(write_context(repo, env, worktree_of(Path.cwd())))
-
-
-@agent.command("plan")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-def agent_plan(file: Path) -> None:
-    """Submit the plan in FILE (plan phase)."""
-    from agentrun.errors import VerbError
-
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise VerbError(f"cannot read the plan {file}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise VerbError(f"the plan {file} is not UTF-8 text (byte {exc.start})") from None
-    _report("plan", text)
-
-
-@agent.command("approve")
-def agent_approve() -> None:
-    """Approve (plan-review, code-review)."""
-    _report("approve")
-
-
-@agent.command("revise")
-@click.option("--finding", "findings", multiple=True, required=True, help="What to change.")
-def agent_revise(findings: tuple[str, ...]) -> None:
-    """Ask for a revision (plan-review, code-review)."""
-    _report("revise", findings=findings)
-
-
-@agent.command("pass")
-def agent_pass() -> None:
-    """An agent verify step passes."""
-    _report("pass")
-
-
-@agent.command("fail")
-@click.option("--reason", required=True, help="What is wrong.")
-def agent_fail(reason: str) -> None:
-    """An agent verify step fails."""
-    _report("fail", reason)
-
-
-@agent.command("done")
-@click.option("--summary", default="", help="One line saying what changed.")
-def agent_done(summary: str) -> None:
-    """Finish an implement, reconcile or finalize phase."""
-    _report("done", summary)
-
-
-@agent.command("escalate")
-@click.argument("question")
-def agent_escalate(question: str) -> None:
-    """Ask a human; the build parks until it is answered."""
-    _report("escalate", question)
-
-
-@cli.group()
-def hook() -> None:
-    """The pre-push hook: guards for build branches, and their logs pushed along."""
-
-
-@hook.command("install")
-def hook_install() -> None:
-    """Install the pre-push hook (honours core.hooksPath).
-
-    A pre-push hook already there (git-lfs's, say) is chained: it runs first, with the
-    same arguments and input, and its refusal stops the push. Where git-agentrun is not
-    on PATH, the hook refuses pushes of build branches unless AGENTRUN_HOOK_OPTIONAL=1.
-    """
-    from agentrun.hook.install import install
-
-    click.echo(install(Path.cwd()).message)
-
-
-@hook.command("uninstall")
-def hook_uninstall() -> None:
-    """Remove the pre-push hook, putting back the one it chained."""
-    from agentrun.hook.install import uninstall
-
-    click.echo(uninstall(Path.cwd()).message)
-
-
-@hook.command("pre-push")
-@click.argument("remote", required=False)
-@click.argument("url", required=False)
-@click.pass_context
-def hook_pre_push(ctx: click.Context, remote: str | None, url: str | None) -> None:
-    """Check a push: git runs this from the hook, with the pushed refs on stdin.
-
-    Under pre-commit (no arguments) the refs come from its PRE_COMMIT_* variables.
-    """
-    from agentrun.hook.prepush import pre_push, read_push
-
-    push = read_push(remote, url, sys.stdin, os.environ)
-    result = pre_push(push, Path.cwd(), os.environ)
-    for line in result.lines:
-        click.echo(line, err=True)
-    if result.refused:
-        ctx.exit(EXIT_USER)
-
-
 @cli.command()
 @click.option(
     "--config",
@@ -785,6 +663,8 @@ def _action_exit(state: str) -> int:
     return EXIT_FAILED if state == "failed" else EXIT_DONE
 
 
+cli.add_command(agent)
+cli.add_command(hook)
 cli.add_command(help_command)
 cli.add_command(completion)
 
