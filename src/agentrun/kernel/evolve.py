@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from agentrun.config import Config
 from agentrun.events import (
     AgentDone,
     BaseMoved,
@@ -51,22 +50,24 @@ from agentrun.events import (
     RunnerSetupFailed,
     SessionEnded,
     SessionStarted,
-    Usage,
     VerifyCompleted,
     VerifyStarted,
     VerifyVerdict,
 )
+from agentrun.kernel.session_end import (
+    Changes,
+    checks_stage,
+    escalation,
+    next_impl_round,
+    report,
+    session_ended,
+)
 from agentrun.kernel.state import (
     FEEDBACK_TAIL,
     BuildState,
-    Escalation,
     InFlight,
     OpenSession,
     Proposal,
-    Report,
-    ResumableSession,
-    RoleUsage,
-    Stage,
     StepResult,
     attempt_key,
 )
@@ -97,12 +98,9 @@ def _take_feedback(s: BuildState) -> BuildState:
         return s
     if s.proposal is not None and s.proposal.closed:
         return s
-    changes = _next_impl_round(s, (*s.feedback, *s.pending_feedback))
+    changes = next_impl_round(s, (*s.feedback, *s.pending_feedback))
     changes.update(status="running", pending_feedback=(), reconcile_base=None)
     return s.model_copy(update=changes)
-
-
-Changes = dict[str, object]
 
 
 def _apply(s: BuildState, event: Event) -> Changes:
@@ -160,7 +158,7 @@ def _apply(s: BuildState, event: Event) -> Changes:
             )
             return {"session": session, "sessions": s.sessions + 1}
         case SessionEnded():
-            return _session_ended(s, p)
+            return session_ended(s, p)
         case (
             PlanSubmitted()
             | PlanReviewVerdict()
@@ -168,7 +166,7 @@ def _apply(s: BuildState, event: Event) -> Changes:
             | AgentDone()
             | VerifyVerdict()
         ):
-            return _report(s, p)
+            return report(s, p)
         case PlanStarted():
             return {"in_flight": _in_flight(s, "plan", p.round, event)}
         case PlanReviewStarted():
@@ -190,9 +188,7 @@ def _apply(s: BuildState, event: Event) -> Changes:
                 "feedback": (),
                 "verify_results": {},
                 "finalize_results": {},
-                "stage": "code-review"
-                if s.config.pipeline.code_review
-                else _checks_stage(s.config),
+                "stage": "code-review" if s.config.pipeline.code_review else checks_stage(s.config),
             }
         case VerifyCompleted():
             return _verify_completed(s, p)
@@ -210,11 +206,11 @@ def _apply(s: BuildState, event: Event) -> Changes:
             return _phase_failed(s, p)
         case EscalationRaised():
             if p.source == "agent":
-                # Opened only when the session ends well (see _session_ended).
-                return {"escalation_count": s.escalation_count + 1, **_report(s, p)}
+                # Opened only when the session ends well (see session_end.session_ended).
+                return {"escalation_count": s.escalation_count + 1, **report(s, p)}
             return {
                 "escalation_count": s.escalation_count + 1,
-                "escalations": (*s.escalations, _escalation(p)),
+                "escalations": (*s.escalations, escalation(p)),
             }
         case EscalationAnswered():
             return _answered(s, p)
@@ -262,7 +258,7 @@ def _apply(s: BuildState, event: Event) -> Changes:
                 "reconcile_base": None,
                 "verify_results": {},
                 "finalize_results": {},
-                "stage": _checks_stage(s.config),
+                "stage": checks_stage(s.config),
             }
         case _:
             assert_never(p)
@@ -322,7 +318,7 @@ def _phase_failed(s: BuildState, p: PhaseFailed) -> Changes:
     changes: Changes = {"in_flight": None, "last_error": {**s.last_error, key: p.error}}
     if p.guard and p.phase == "implement":
         reason = f"The previous round was refused: {p.error}"
-        changes.update(_next_impl_round(s, (*s.feedback, reason)))
+        changes.update(next_impl_round(s, (*s.feedback, reason)))
     elif p.interrupted:
         changes["interruptions"] = {**s.interruptions, key: s.interruptions.get(key, 0) + 1}
     else:
@@ -338,106 +334,6 @@ def _in_flight(s: BuildState, phase: str, round_: int, event: Event) -> InFlight
     return InFlight(key=key, phase=phase, round=round_, attempt=attempt, started=event.ts)
 
 
-def _escalation(p: EscalationRaised) -> Escalation:
-    return Escalation(
-        id=p.id, phase=p.phase, round=p.round, source=p.source, cause=p.cause, question=p.question
-    )
-
-
-def _report(s: BuildState, p: Report) -> Changes:
-    if s.session is None or s.session.session != p.session:
-        return {}  # the verbs refuse this; a hand-written log cannot steer the kernel with it
-    return {"session": s.session.model_copy(update={"report": p})}
-
-
-def _session_ended(s: BuildState, p: SessionEnded) -> Changes:
-    changes: Changes = {"session": None, "usage": s.usage + p.usage}
-    session = s.session
-    if session is not None and session.session == p.session:
-        changes.update(_spent(s, session, p))
-    if session is None or session.session != p.session or p.outcome != "ok":
-        return changes
-    changes["setup_failures"] = 0  # the runner could work after all: earlier trouble passed
-    if p.head:
-        changes["head"] = p.head
-    report = session.report
-    # Plans and verdicts take effect when their session ends well; implement, verify and
-    # finalize sessions complete through the runner's own event in the same batch.
-    if isinstance(report, PlanSubmitted):
-        changes.update(in_flight=None, plan=report.plan, feedback=())
-        if s.config.pipeline.plan_review:
-            changes["stage"] = "plan-review"
-        else:
-            changes.update(_next_impl_round(s, (), first=True))
-    elif isinstance(report, PlanReviewVerdict):
-        changes["in_flight"] = None
-        if report.verdict == "approve":
-            changes.update(_next_impl_round(s, (), first=True))
-        else:
-            changes.update(stage="plan", plan_round=s.plan_round + 1, feedback=report.findings)
-    elif isinstance(report, CodeReviewVerdict):
-        changes["in_flight"] = None
-        if report.verdict == "approve":
-            changes.update(stage=_checks_stage(s.config), feedback=())
-        else:
-            changes.update(_next_impl_round(s, report.findings))
-    elif isinstance(report, EscalationRaised):
-        # The phase runs again once answered: as its next attempt, not counted as failed.
-        key = attempt_key(session.phase, session.round)
-        asked = {**s.asked, key: s.asked.get(key, 0) + 1}
-        changes.update(
-            in_flight=None, escalations=(*s.escalations, _escalation(report)), asked=asked
-        )
-    return changes
-
-
-def _checks_stage(config: Config) -> Stage:
-    """Where a build goes once its code is approved: the first stage that has steps."""
-    if config.verify:
-        return "verify"
-    return "finalize" if config.finalize else "done"
-
-
-PRODUCERS = ("plan", "implement")
-
-
-def _spent(s: BuildState, session: OpenSession, p: SessionEnded) -> Changes:
-    """Book a session's usage to its phase and role; remember a producer's session id."""
-    family = session.phase.split(":", 1)[0]
-    used = p.usage
-    tokens = used.tokens_in + used.tokens_out
-    known = used.cost_usd is not None
-    role = s.role_usage.get(session.role, RoleUsage())
-    role = RoleUsage(
-        sessions=role.sessions + 1,
-        tokens=role.tokens + tokens,
-        cost_usd=role.cost_usd + (used.cost_usd or 0.0),
-        priced=role.priced + (1 if known else 0),
-    )
-    changes: Changes = {
-        "phase_usage": {**s.phase_usage, family: s.phase_usage.get(family, Usage()) + used},
-        "role_usage": {**s.role_usage, session.role: role},
-    }
-    unpriced = session.model or session.runtime
-    if not known and tokens and unpriced not in s.unpriced_models:
-        changes["unpriced_models"] = (*s.unpriced_models, unpriced)
-    if p.runtime_session_id and session.role in PRODUCERS and p.outcome == "ok":
-        host = (s.runner or "").rpartition("@")[2]
-        resumable = ResumableSession(runtime=session.runtime, id=p.runtime_session_id, host=host)
-        changes["resumable"] = {**s.resumable, session.role: resumable}
-    return changes
-
-
-def _next_impl_round(s: BuildState, feedback: tuple[str, ...], first: bool = False) -> Changes:
-    return {
-        "stage": "implement",
-        "impl_round": 1 if first else s.impl_round + 1,
-        "feedback": feedback,
-        "verify_results": {},
-        "finalize_results": {},
-    }
-
-
 def _verify_completed(s: BuildState, p: VerifyCompleted) -> Changes:
     result = StepResult(outcome=p.outcome, attempt=p.attempt, reason=p.reason, report=p.report)
     results = {**s.verify_results, p.step: result}
@@ -447,7 +343,7 @@ def _verify_completed(s: BuildState, p: VerifyCompleted) -> Changes:
     if p.outcome == "fail":
         tail = p.reason[-FEEDBACK_TAIL:]
         feedback = (f"Verify step `{p.step}` failed in round {p.round}:\n{tail}",)
-        changes.update(_next_impl_round(s, feedback))
+        changes.update(next_impl_round(s, feedback))
     elif all(step.name in results for step in s.config.verify):
         changes["stage"] = "finalize" if s.config.finalize else "done"
     return changes

@@ -26,7 +26,7 @@ from agentrun.kernel.decide import (
     remaining_budget,
     remaining_wall_seconds,
 )
-from agentrun.kernel.evolve import PRODUCERS
+from agentrun.kernel.session_end import PRODUCERS
 from agentrun.kernel.sessions import AgentWork, SessionJob, Turn, job_of, subject
 from agentrun.kernel.state import BuildState, Report
 from agentrun.prices import price_of, with_cost

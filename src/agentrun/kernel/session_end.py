@@ -1,0 +1,128 @@
+"""What a session's end does to the state: its report takes effect, its usage is booked.
+
+Part of the fold (``evolve``); pure like it.
+"""
+
+from __future__ import annotations
+
+from agentrun.config import Config
+from agentrun.events import (
+    CodeReviewVerdict,
+    EscalationRaised,
+    PlanReviewVerdict,
+    PlanSubmitted,
+    SessionEnded,
+    Usage,
+)
+from agentrun.kernel.state import (
+    BuildState,
+    Escalation,
+    OpenSession,
+    Report,
+    ResumableSession,
+    RoleUsage,
+    Stage,
+    attempt_key,
+)
+
+Changes = dict[str, object]
+
+
+def escalation(p: EscalationRaised) -> Escalation:
+    return Escalation(
+        id=p.id, phase=p.phase, round=p.round, source=p.source, cause=p.cause, question=p.question
+    )
+
+
+def report(s: BuildState, p: Report) -> Changes:
+    if s.session is None or s.session.session != p.session:
+        return {}  # the verbs refuse this; a hand-written log cannot steer the kernel with it
+    return {"session": s.session.model_copy(update={"report": p})}
+
+
+def session_ended(s: BuildState, p: SessionEnded) -> Changes:
+    changes: Changes = {"session": None, "usage": s.usage + p.usage}
+    session = s.session
+    if session is not None and session.session == p.session:
+        changes.update(_spent(s, session, p))
+    if session is None or session.session != p.session or p.outcome != "ok":
+        return changes
+    changes["setup_failures"] = 0  # the runner could work after all: earlier trouble passed
+    if p.head:
+        changes["head"] = p.head
+    report = session.report
+    # Plans and verdicts take effect when their session ends well; implement, verify and
+    # finalize sessions complete through the runner's own event in the same batch.
+    if isinstance(report, PlanSubmitted):
+        changes.update(in_flight=None, plan=report.plan, feedback=())
+        if s.config.pipeline.plan_review:
+            changes["stage"] = "plan-review"
+        else:
+            changes.update(next_impl_round(s, (), first=True))
+    elif isinstance(report, PlanReviewVerdict):
+        changes["in_flight"] = None
+        if report.verdict == "approve":
+            changes.update(next_impl_round(s, (), first=True))
+        else:
+            changes.update(stage="plan", plan_round=s.plan_round + 1, feedback=report.findings)
+    elif isinstance(report, CodeReviewVerdict):
+        changes["in_flight"] = None
+        if report.verdict == "approve":
+            changes.update(stage=checks_stage(s.config), feedback=())
+        else:
+            changes.update(next_impl_round(s, report.findings))
+    elif isinstance(report, EscalationRaised):
+        # The phase runs again once answered: as its next attempt, not counted as failed.
+        key = attempt_key(session.phase, session.round)
+        asked = {**s.asked, key: s.asked.get(key, 0) + 1}
+        changes.update(
+            in_flight=None, escalations=(*s.escalations, escalation(report)), asked=asked
+        )
+    return changes
+
+
+def checks_stage(config: Config) -> Stage:
+    """Where a build goes once its code is approved: the first stage that has steps."""
+    if config.verify:
+        return "verify"
+    return "finalize" if config.finalize else "done"
+
+
+PRODUCERS = ("plan", "implement")
+
+
+def _spent(s: BuildState, session: OpenSession, p: SessionEnded) -> Changes:
+    """Book a session's usage to its phase and role; remember a producer's session id."""
+    family = session.phase.split(":", 1)[0]
+    used = p.usage
+    tokens = used.tokens_in + used.tokens_out
+    known = used.cost_usd is not None
+    role = s.role_usage.get(session.role, RoleUsage())
+    role = RoleUsage(
+        sessions=role.sessions + 1,
+        tokens=role.tokens + tokens,
+        cost_usd=role.cost_usd + (used.cost_usd or 0.0),
+        priced=role.priced + (1 if known else 0),
+    )
+    changes: Changes = {
+        "phase_usage": {**s.phase_usage, family: s.phase_usage.get(family, Usage()) + used},
+        "role_usage": {**s.role_usage, session.role: role},
+    }
+    unpriced = session.model or session.runtime
+    if not known and tokens and unpriced not in s.unpriced_models:
+        changes["unpriced_models"] = (*s.unpriced_models, unpriced)
+    if p.runtime_session_id and session.role in PRODUCERS and p.outcome == "ok":
+        host = (s.runner or "").rpartition("@")[2]
+        resumable = ResumableSession(runtime=session.runtime, id=p.runtime_session_id, host=host)
+        changes["resumable"] = {**s.resumable, session.role: resumable}
+    return changes
+
+
+def next_impl_round(s: BuildState, feedback: tuple[str, ...], first: bool = False) -> Changes:
+    return {
+        "stage": "implement",
+        "impl_round": 1 if first else s.impl_round + 1,
+        "feedback": feedback,
+        "verify_results": {},
+        "finalize_results": {},
+    }
