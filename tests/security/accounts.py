@@ -29,8 +29,10 @@ def ensure_ci_user() -> str:
         except subprocess.CalledProcessError:
             pwd.getpwnam(CI_USER)  # a parallel test worker created it meanwhile
     # This venv's Python may live under root's HOME (pyenv): the CI user must run it.
-    python = Path(sys.executable).resolve()
-    closed = [str(p) for p in python.parents if not p.stat().st_mode & stat.S_IXOTH]
+    # The venv too: a clone made in `mktemp -d` (0700) shuts the CI user out of its bin.
+    pythons = (Path(sys.executable).resolve(), Path(sys.executable).absolute())
+    parents = {p for python in pythons for p in python.parents}
+    closed = sorted(str(p) for p in parents if not p.stat().st_mode & stat.S_IXOTH)
     if closed:
         as_root("setfacl", "-m", f"u:{CI_USER}:x", *closed)
     sudoers = Path("/etc/sudoers.d") / CI_USER
