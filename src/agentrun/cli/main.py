@@ -67,7 +67,7 @@ class AgentrunGroup(click.Group):
 
 def _say_error(line: str) -> None:
     if os.environ.get("GITHUB_ACTIONS") == "true":  # an error may quote what an agent wrote
-        from agentrun.hosted.actions_log import escape_text
+        from agentrun.commands.action_log import escape_text
 
         line = escape_text(line)
     with suppress(OSError):  # a stderr nobody reads must not turn an error into a crash
@@ -638,12 +638,11 @@ def action(config_path: str, time_limit: float | None, label: str, remote: str) 
     """
     from agentrun.cli.output import outliving_readers
     from agentrun.cli.progress import progress
-    from agentrun.commands.action import GitHubEvent, outputs_written
+    from agentrun.commands.action import FORGE, GitHubEvent, outputs_written
     from agentrun.commands.action import action as act
+    from agentrun.commands.action_log import job_log
     from agentrun.commands.build import deadline
-    from agentrun.commands.steer import FORGE
     from agentrun.forge.base import require_forge
-    from agentrun.hosted.actions_log import job_log
 
     stop_at = deadline(time_limit)
     with outliving_readers(), outputs_written(os.environ) as result, job_log(os.environ, result):

@@ -15,6 +15,7 @@ from agentrun.commands.doctor import auto_pick
 from agentrun.config import CONFIG_FILE, Config, config_from_data, load_config
 from agentrun.errors import AgentrunError, ConcurrentUpdateError, ConfigError
 from agentrun.events import BuildCreated, HumanActor
+from agentrun.forge.base import BRANCH_PREFIX
 from agentrun.gitrepo import require_commits, user_login
 from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import BuildState
@@ -157,37 +158,53 @@ def create_build(
         raise AgentrunError("the goal is empty: say what the build should achieve")
     if config is None:
         config = load_config(Path(repo.workdir)) if repo.workdir else Config()
-    config = with_overrides(config, roles or {}, max_cost)
+    config, picked = runnable(with_overrides(config, roles or {}, max_cost))
+    base_ref, base_sha = resolve_base(repo, base)
+    changed = uncommitted(repo)
+    created = BuildCreated(
+        goal=goal,
+        base_ref=base_ref,
+        base_sha=base_sha,
+        branch="",
+        source="cli",
+        config=snapshot(config),
+        allow_empty=allow_empty,
+    )
+    slug = new_build(repo, slugify(goal), created, user_login(repo))
+    return Created(slug, base_ref, base_sha, bool(changed), picked, CONFIG_FILE in changed)
+
+
+def runnable(config: Config) -> tuple[Config, str | None]:
+    """The config a new build runs with, and the runtime picked when none is configured;
+    a build no agent could run is refused before anything is written."""
     picked = None
     if not config.roles:
         config, picked = auto_pick(config)
     check_runnable(config)
     # Before anything is written: the goal may hold a secret value (scrubbed, slug too).
     secrets.remember_config(config, os.environ)
-    base_ref, base_sha = resolve_base(repo, base)
-    changed = uncommitted(repo)
+    return config, picked
+
+
+def new_build(repo: pygit2.Repository, stem: str, created: BuildCreated, login: str) -> str:
+    """Append ``created`` as a new build's first event under the first free slug of
+    ``stem``, ``stem-2``, …, its branch ``agentrun/SLUG``; the slug is returned.
+
+    A slug is free when no build, archived build or branch has it; of two processes
+    taking one at once, the one that loses the compare-and-swap takes the next."""
     log = EventLog(repo)
     taken = set(log.slugs()) | set(archived(repo))
-    stem = slugify(goal)
     for n in range(1, 1000):
         slug = stem if n == 1 else f"{stem}-{n}"
-        branch = f"agentrun/{slug}"
+        branch = f"{BRANCH_PREFIX}{slug}"
         if slug in taken or f"refs/heads/{branch}" in repo.references:
             continue
-        created = BuildCreated(
-            goal=goal,
-            base_ref=base_ref,
-            base_sha=base_sha,
-            branch=branch,
-            source="cli",
-            config=snapshot(config),
-            allow_empty=allow_empty,
-        )
+        first = Draft(created.model_copy(update={"branch": branch}), HumanActor(login=login))
         try:
-            log.append(slug, [Draft(created, HumanActor(login=user_login(repo)))], None)
+            log.append(slug, [first], None)
         except ConcurrentUpdateError:
             continue  # another process took this slug a moment ago
-        return Created(slug, base_ref, base_sha, bool(changed), picked, CONFIG_FILE in changed)
+        return slug
     raise AgentrunError(f"too many builds named {stem}-N: archive some with `git agentrun pulls`")
 
 
