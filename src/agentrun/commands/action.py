@@ -25,14 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pygit2
-
-from agentrun.config import CONFIG_FILE
 from agentrun.errors import AgentrunError
 from agentrun.forge.base import BRANCH_PREFIX
 from agentrun.hosted.job import HostedJob, JobResult
 from agentrun.hosted.site import Site
-from agentrun.runner.build import Observer
 
 FORGE = "github"
 ACTIONS_BOT = "github-actions[bot]"  # who the workflow's token comments as
@@ -94,18 +90,8 @@ def outputs_written(environ: Mapping[str, str]) -> Iterator[JobResult]:
             result.write_outputs(Path(path))
 
 
-def action(
-    repo: pygit2.Repository,
-    event: GitHubEvent,
-    config_path: str = CONFIG_FILE,
-    remote: str = "origin",
-    stop_at: float | None = None,
-    label: str | None = None,
-    result: JobResult | None = None,
-    observer: Observer | None = None,
-) -> JobResult:
-    """Act on one event; the arguments after ``event`` are ``HostedJob``'s."""
-    job = HostedJob(repo, event.site(), config_path, remote, stop_at, label, result, observer)
+def action(job: HostedJob, event: GitHubEvent) -> JobResult:
+    """Act on one event, as ``job`` (made for ``event.site()``)."""
     handlers: dict[str, Callable[[HostedJob, dict[str, Any]], JobResult]] = {
         "issues": labeled,
         "issue_comment": commented,

@@ -7,6 +7,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import pygit2
 
@@ -161,16 +162,15 @@ def create_build(
     config, picked = runnable(with_overrides(config, roles or {}, max_cost))
     base_ref, base_sha = resolve_base(repo, base)
     changed = uncommitted(repo)
-    created = BuildCreated(
-        goal=goal,
-        base_ref=base_ref,
-        base_sha=base_sha,
-        branch="",
-        source="cli",
-        config=snapshot(config),
+    slug = new_build(
+        repo,
+        slugify(goal),
+        user_login(repo),
+        goal,
+        (base_ref, base_sha),
+        config,
         allow_empty=allow_empty,
     )
-    slug = new_build(repo, slugify(goal), created, user_login(repo))
     return Created(slug, base_ref, base_sha, bool(changed), picked, CONFIG_FILE in changed)
 
 
@@ -186,9 +186,21 @@ def runnable(config: Config) -> tuple[Config, str | None]:
     return config, picked
 
 
-def new_build(repo: pygit2.Repository, stem: str, created: BuildCreated, login: str) -> str:
-    """Append ``created`` as a new build's first event under the first free slug of
-    ``stem``, ``stem-2``, …, its branch ``agentrun/SLUG``; the slug is returned.
+def new_build(
+    repo: pygit2.Repository,
+    stem: str,
+    login: str,
+    goal: str,
+    base: tuple[str, str],
+    config: Config,
+    source: Literal["cli", "issue", "hook"] = "cli",
+    issue: str | None = None,
+    requested_by: str | None = None,
+    allow_empty: bool = False,
+) -> str:
+    """Create a build (its ``build.created``, by ``login``, from ``base``: the branch and
+    its commit) under the first free slug of ``stem``, ``stem-2``, …, its branch
+    ``agentrun/SLUG``; the slug is returned.
 
     A slug is free when no build, archived build or branch has it; of two processes
     taking one at once, the one that loses the compare-and-swap takes the next."""
@@ -199,7 +211,18 @@ def new_build(repo: pygit2.Repository, stem: str, created: BuildCreated, login: 
         branch = f"{BRANCH_PREFIX}{slug}"
         if slug in taken or f"refs/heads/{branch}" in repo.references:
             continue
-        first = Draft(created.model_copy(update={"branch": branch}), HumanActor(login=login))
+        created = BuildCreated(
+            goal=goal,
+            base_ref=base[0],
+            base_sha=base[1],
+            branch=branch,
+            source=source,
+            issue=issue,
+            requested_by=requested_by,
+            config=snapshot(config),
+            allow_empty=allow_empty,
+        )
+        first = Draft(created, HumanActor(login=login))
         try:
             log.append(slug, [first], None)
         except ConcurrentUpdateError:

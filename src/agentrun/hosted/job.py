@@ -82,17 +82,17 @@ class HostedJob:
         stop_at: float | None = None,
         label: str | None = None,
         result: JobResult | None = None,
-        observer: Observer | None = None,
     ) -> None:
         """``stop_at``: a ``time.monotonic()`` deadline for the runner; ``label``: the
         trigger label when it is not the config's; ``result`` is filled in as the job goes
-        (the caller keeps what it holds when the job raises)."""
+        (the caller keeps what it holds when the job raises); ``observer`` watches the
+        builds the job runs."""
         self.repo, self.site, self.remote, self.stop_at = repo, site, remote, stop_at
         self.config_path, self.label = config_path, label
         self._config: Config | None = None
         self.log, self.cache = EventLog(repo), StateCache(repo)
         self.result = result or JobResult()
-        self.observer = observer
+        self.observer: Observer | None = None
         self.say = self.result.say
         self.steering = Steering(
             repo, site, self._open_forge, lambda: self.config.forge.allow_bots, self.say, remote
@@ -235,8 +235,6 @@ class HostedJob:
     def _create(self, number: int, title: str, body: str, login: str) -> BuildState:
         """Create the issue's build here and on the remote; the remote's wins a race."""
         from agentrun.commands.build import new_build, runnable, slugify
-        from agentrun.events import BuildCreated
-        from agentrun.snapshot import snapshot
         from agentrun.store.log import build_ref
         from agentrun.store.sync import RefUpdate, Remote
 
@@ -246,19 +244,18 @@ class HostedJob:
         if not goal:
             raise AgentrunError(f"issue #{number} has no title or text to build from")
         config, _ = runnable(self.config)
-        branch, base_sha = self.base()
-        created = BuildCreated(
-            goal=goal,
-            base_ref=branch,
-            base_sha=base_sha,
-            branch="",
+        stem = f"issue-{number}-{slugify(title)}"
+        slug = new_build(
+            self.repo,
+            stem,
+            login or self.site.kind,
+            goal,
+            self.base(),
+            config,
             source="issue",
             issue=self.site.issue_ref(number),
             requested_by=login or None,
-            config=snapshot(config),
         )
-        stem = f"issue-{number}-{slugify(title)}"
-        slug = new_build(self.repo, stem, created, login or self.site.kind)
         tip = self.log.tip_oid(slug)
         # The remote must not have the log yet: of two jobs creating it at once, one wins
         # and the other continues with the winner's log.
