@@ -27,7 +27,8 @@ from typing import Any
 
 from agentrun.errors import AgentrunError
 from agentrun.forge.base import BRANCH_PREFIX
-from agentrun.hosted.job import HostedJob, JobResult
+from agentrun.hosted.job import HostedJob
+from agentrun.hosted.result import JobResult
 from agentrun.hosted.site import Site
 
 FORGE = "github"

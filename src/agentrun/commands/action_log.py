@@ -34,7 +34,7 @@ import regex
 from agentrun.errors import AgentrunError
 
 if TYPE_CHECKING:
-    from agentrun.hosted.job import JobResult
+    from agentrun.hosted.result import JobResult
     from agentrun.kernel.state import BuildState
 
 _IGNORABLE = r"[\p{Cc}\p{Cf}\p{Mn}\p{Me}]"

@@ -2,7 +2,8 @@
 
 - ``site``: which forge and project a job works for, as its adapter names them;
 - ``job``: creating an issue's build, running it, archiving it when its proposal
-  closes, sweeping, and the config read from the default branch;
+  closes, sweeping, and the config read from the default branch; ``result``: what it
+  did (its lines and outputs);
 - ``steering``: the comments and reviews since a build's cursor, who may steer it
   (``forge.base.Access``), and what each command appends (``kernel.requests``);
 - ``commands``: the one grammar of ``/agentrun …`` commands in every forge's comments.

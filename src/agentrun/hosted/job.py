@@ -17,8 +17,6 @@ Actions) turns its forge's event payload into these calls.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import pygit2
 
@@ -26,6 +24,7 @@ from agentrun import secrets
 from agentrun.config import CONFIG_FILE, Config, config_from_data, parse_config
 from agentrun.errors import AgentrunError, ConfigError, ForgeError, LeaseHeldError
 from agentrun.forge.base import HostedForge
+from agentrun.hosted.result import JobResult
 from agentrun.hosted.site import Site
 from agentrun.hosted.steering import Steering
 from agentrun.kernel.state import BuildState
@@ -36,38 +35,6 @@ from agentrun.store.log import EventLog
 
 TITLE_LIMIT = 300
 PUSHES = 3  # tries to push what a job appended while others push too
-
-
-@dataclass
-class JobResult:
-    """What a job did: its lines, and the build it showed last (its outputs)."""
-
-    lines: list[str] = field(default_factory=list)
-    slug: str = ""
-    pr_url: str = ""
-    state: str = ""
-    build: BuildState | None = None  # the build as last shown (a job summary reads it)
-
-    def show(self, state: BuildState, runner: str | None = None) -> None:
-        """The build's outputs; ``runner``: who runs it now (none: it is stopped if running)."""
-        from agentrun.commands.inspect import state_word
-
-        self.slug, self.state = state.slug, state_word(state, runner)
-        self.build = state
-        self.pr_url = state.proposal.url if state.proposal else ""
-
-    def outputs(self) -> list[tuple[str, str]]:
-        return [("slug", self.slug), ("pr-url", self.pr_url), ("state", self.state)]
-
-    def write_outputs(self, path: Path) -> None:
-        """Append ``key=value`` lines to a CI's outputs file (``$GITHUB_OUTPUT``)."""
-        with path.open("a", encoding="utf-8") as out:
-            for key, value in self.outputs():
-                out.write(f"{key}={value}\n")
-
-    def say(self, line: str) -> JobResult:
-        self.lines.append(line)
-        return self
 
 
 class HostedJob:
@@ -134,7 +101,9 @@ class HostedJob:
         self.pull()
         state = self.proposal_build(number)
         if state is None:
-            return self.say(f"pull request #{number} is not an agentrun build's; nothing to do")
+            return self.say(
+                f"{self.site.proposal(number)} is not an agentrun build's; nothing to do"
+            )
         self._steer(state)
         return self.run(state.slug)
 
@@ -143,7 +112,9 @@ class HostedJob:
         self.pull()
         state = self.proposal_build(number)
         if state is None:
-            return self.say(f"pull request #{number} is not an agentrun build's; nothing to do")
+            return self.say(
+                f"{self.site.proposal(number)} is not an agentrun build's; nothing to do"
+            )
         self._finish(state, number, merged, login or self.site.kind)
         return self.result
 
@@ -177,7 +148,7 @@ class HostedJob:
         holder = self.holder(state.slug, live=True)
         if holder is not None:
             self.say(
-                f"build {state.slug}: pull request #{number} was closed while {holder} runs "
+                f"build {state.slug}: {self.site.proposal(number)} was closed while {holder} runs "
                 "it; the next sweep archives it"
             )
             return False
@@ -186,7 +157,9 @@ class HostedJob:
         word = "merged" if merged else "closed"
         self.result.slug, self.result.state = state.slug, word
         self.result.pr_url = state.proposal.url if state.proposal else ""
-        self.say(f"build {state.slug}: pull request #{number} was {word}; the build is archived")
+        self.say(
+            f"build {state.slug}: {self.site.proposal(number)} was {word}; the build is archived"
+        )
         return True
 
     def _finish_closed(self) -> bool:
@@ -201,7 +174,7 @@ class HostedJob:
             try:
                 info = forge.get(number)
             except ForgeError as exc:
-                self.say(f"build {state.slug}: cannot read pull request #{number}: {exc}")
+                self.say(f"build {state.slug}: cannot read {self.site.proposal(number)}: {exc}")
                 continue
             if info.state != "open":
                 merged = info.state == "merged"
