@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import click
 
@@ -14,6 +13,8 @@ def agent() -> None:
 
 
 def _report(verb: str, text: str = "", findings: tuple[str, ...] = ()) -> None:
+    from pathlib import Path
+
     from agentrun.agent.verbs import agent_env, submit
     from agentrun.kernel.verbs import VerbReport
 
@@ -24,6 +25,8 @@ def _report(verb: str, text: str = "", findings: tuple[str, ...] = ()) -> None:
 @agent.command("context")
 def agent_context() -> None:
     """Write what this session needs to .agentrun/run/context.md and print its path."""
+    from pathlib import Path
+
     from agentrun.agent.context import write_context
     from agentrun.agent.verbs import agent_env, log_repository, worktree_of
 
@@ -33,13 +36,15 @@ def agent_context() -> None:
 
 
 @agent.command("plan")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-def agent_plan(file: Path) -> None:
+@click.argument("file", type=click.Path(dir_okay=False))  # a str: pathlib loads at the call
+def agent_plan(file: str) -> None:
     """Submit the plan in FILE (plan phase)."""
+    from pathlib import Path
+
     from agentrun.errors import VerbError
 
     try:
-        text = file.read_text(encoding="utf-8")
+        text = Path(file).read_text(encoding="utf-8")
     except OSError as exc:
         raise VerbError(f"cannot read the plan {file}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 import click
 
@@ -24,6 +23,8 @@ def hook_install() -> None:
     same arguments and input, and its refusal stops the push. Where git-agentrun is not
     on PATH, the hook refuses pushes of build branches unless AGENTRUN_HOOK_OPTIONAL=1.
     """
+    from pathlib import Path
+
     from agentrun.hook.install import install
 
     click.echo(install(Path.cwd()).message)
@@ -32,6 +33,8 @@ def hook_install() -> None:
 @hook.command("uninstall")
 def hook_uninstall() -> None:
     """Remove the pre-push hook, putting back the one it chained."""
+    from pathlib import Path
+
     from agentrun.hook.install import uninstall
 
     click.echo(uninstall(Path.cwd()).message)
@@ -46,6 +49,8 @@ def hook_pre_push(ctx: click.Context, remote: str | None, url: str | None) -> No
 
     Under pre-commit (no arguments) the refs come from its PRE_COMMIT_* variables.
     """
+    from pathlib import Path
+
     from agentrun.hook.prepush import pre_push, read_push
 
     push = read_push(remote, url, sys.stdin, os.environ)
