@@ -8,7 +8,7 @@ it left in flight fails as interrupted, so it runs again from its start (DESIGN 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, assert_never
 
 from agentrun.events import (
     BuildAborted,
@@ -30,10 +30,10 @@ from agentrun.kernel import checks
 from agentrun.kernel.decide import (
     Acknowledge,
     Complete,
-    Decision,
     Fail,
     Publish,
     RaiseEscalation,
+    Recorded,
     SkipVerify,
     next_escalation_id,
 )
@@ -72,27 +72,29 @@ def acknowledged(control: Literal["pause", "resume", "abort"], instance: str) ->
     return Draft(_ACKS[control](reason=f"acknowledged by {instance}"))
 
 
-def made(state: BuildState, decision: Decision, instance: str) -> list[Draft] | None:
-    """The events a decision makes with nothing to run; None when something must run."""
-    if isinstance(decision, Acknowledge):
-        return [acknowledged(decision.control, instance)]
-    if isinstance(decision, SkipVerify):
-        return [checks.skipped(decision)]
-    if isinstance(decision, RaiseEscalation):
-        raised = EscalationRaised(
-            id=decision.id,
-            phase=decision.phase,
-            round=decision.round,
-            source="policy",
-            cause=decision.cause,
-            question=decision.question,
-        )
-        return [Draft(raised)]
-    if isinstance(decision, Complete):
-        return [Draft(BuildCompleted(summary_text=state.goal))]
-    if isinstance(decision, Fail):
-        return [Draft(BuildFailed(reason=decision.reason))]
-    return None
+def made(state: BuildState, decision: Recorded, instance: str) -> list[Draft]:
+    """The events of a decision that runs nothing."""
+    match decision:
+        case Acknowledge():
+            return [acknowledged(decision.control, instance)]
+        case SkipVerify():
+            return [checks.skipped(decision)]
+        case RaiseEscalation():
+            raised = EscalationRaised(
+                id=decision.id,
+                phase=decision.phase,
+                round=decision.round,
+                source="policy",
+                cause=decision.cause,
+                question=decision.question,
+            )
+            return [Draft(raised)]
+        case Complete():
+            return [Draft(BuildCompleted(summary_text=state.goal))]
+        case Fail():
+            return [Draft(BuildFailed(reason=decision.reason))]
+        case _:
+            assert_never(decision)
 
 
 def published(
