@@ -317,38 +317,34 @@ def _guard(s: BuildState, work: Work) -> Decision:
     if isinstance(work, RunFinalizeStep):
         return work
     phase = _work_phase(work)
-    key = attempt_key(phase, work.round)
+    stuck = _stuck(s, attempt_key(phase, work.round))
+    return work if stuck is None else _escalate(s, phase, work.round, *stuck)
+
+
+def _stuck(s: BuildState, key: str) -> tuple[Cause, str] | None:
+    """Why the phase ``key`` may not run again until a person answers (None: it may)."""
     if key in s.blocked:
-        return _escalate(
-            s,
-            phase,
-            work.round,
-            "permanent-failure",
+        return "permanent-failure", (
             f"{key} failed with an error that retrying will not fix: {_clip(s.blocked[key])}"
-            " -- answer once it is fixed (or with guidance), or abort the build.",
+            " -- answer once it is fixed (or with guidance), or abort the build."
         )
     cut = s.interruptions.get(key, 0)
     if cut >= interruption_limit(s):
-        return _escalate(
-            s,
-            phase,
-            work.round,
-            "interrupted",
+        return "interrupted", (
             f"{key} was cut short {cut} times (Ctrl-C or a runner that stopped); last: "
-            f"{_clip(s.last_error.get(key, 'unknown'))} -- answer to try again, or abort.",
+            f"{_last_error(s, key)} -- answer to try again, or abort."
         )
     failures = s.attempts.get(key, 0)
     if failures >= s.config.policy.max_phase_attempts:
-        return _escalate(
-            s,
-            phase,
-            work.round,
-            "attempts",
-            f"{key} failed {failures} times; last error: "
-            f"{_clip(s.last_error.get(key, 'unknown'))} -- answer to try again"
-            " (with any guidance), or abort the build.",
+        return "attempts", (
+            f"{key} failed {failures} times; last error: {_last_error(s, key)} -- answer to"
+            " try again (with any guidance), or abort the build."
         )
-    return work
+    return None
+
+
+def _last_error(s: BuildState, key: str) -> str:
+    return _clip(s.last_error.get(key, "unknown"))
 
 
 def next_escalation_id(s: BuildState) -> str:
