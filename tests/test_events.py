@@ -352,6 +352,13 @@ def test_decode_refuses_a_newer_schema() -> None:
     assert text.endswith("upgrade agentrun")
 
 
+@pytest.mark.parametrize("version", [0, True, "2", None])
+def test_decode_refuses_a_version_that_is_no_count(version: object) -> None:
+    with pytest.raises(MalformedEventError) as err:
+        decode(message(valid_doc(v=version)), "abc123")
+    assert str(err.value) == f"commit abc123 has no valid schema version ({version!r})"
+
+
 def test_decode_reads_the_current_schema() -> None:
     back = decode(message(valid_doc()), "abc123")
     assert back.v == SCHEMA_VERSION

@@ -67,6 +67,13 @@ def test_a_snapshot_newer_than_this_release_says_upgrade() -> None:
         read({"snapshot": SNAPSHOT_VERSION + 1})
 
 
+@pytest.mark.parametrize("version", [0, -1, True, "1", None, 1.0])
+def test_a_snapshot_version_that_is_no_count_is_refused(version: object) -> None:
+    with pytest.raises(MalformedEventError) as err:
+        read({"snapshot": version}, "build b's config")
+    assert str(err.value) == f"build b's config has no valid snapshot version ({version!r})"
+
+
 def test_a_snapshot_without_a_version_is_of_the_first() -> None:
     """Release 0.1.0 wrote no version: its snapshots are version 1."""
     config = parse_config(CONFIG, "test")

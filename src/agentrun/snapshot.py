@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from agentrun.config import Config
 from agentrun.errors import MalformedEventError
+from agentrun.events.base import check_version
 
 # Bump when the meaning of a key changes; `read` then needs an upgrade step for it.
 SNAPSHOT_VERSION = 1
@@ -32,14 +33,7 @@ def snapshot(config: Config) -> dict[str, Any]:
 def read(data: dict[str, Any], where: str = "the build's config snapshot") -> Config:
     """The ``Config`` of a snapshot written by this or any earlier release."""
     doc = copy.deepcopy(data)
-    version = doc.pop(KEY, 1)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise MalformedEventError(f"{where} has no valid snapshot version ({version!r})")
-    if version > SNAPSHOT_VERSION:
-        raise MalformedEventError(
-            f"{where} is of snapshot version {version}; this agentrun reads up to "
-            f"{SNAPSHOT_VERSION}: upgrade agentrun"
-        )
+    check_version(doc.pop(KEY, 1), SNAPSHOT_VERSION, where, "snapshot")
     for _ in range(MAX_REPAIRS):
         try:
             return Config.model_validate(doc)

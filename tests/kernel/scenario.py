@@ -36,6 +36,7 @@ from agentrun.kernel import runner as kernel_runner
 from agentrun.kernel.decide import (
     Decision,
     Publish,
+    Recorded,
     RunAgentVerify,
     RunCheck,
     RunFinalizeStep,
@@ -170,9 +171,8 @@ def execute(state: BuildState, decision: Decision, agent: Agent | None = None) -
     """The events the runner appends to carry out ``decision`` from ``state``."""
     agent = agent or always()
     out = _Out(state)
-    made = kernel_runner.made(state, decision, INSTANCE)
-    if made is not None:
-        out.add(*made)
+    if isinstance(decision, Recorded):
+        out.add(*kernel_runner.made(state, decision, INSTANCE))
     elif isinstance(decision, RunPhase | RunAgentVerify):
         work = sessions.job_of(decision, state.impl_round)
         _session(out, work, agent(Job(work.phase, work.round, work.attempt)))

@@ -2,13 +2,48 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from agentrun.errors import MalformedEventError
 
 
 class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PayloadModel(Frozen):
+    """What every payload has: ``summary``, its commit's subject line (DESIGN §2).
+
+    Most summaries are a template of the payload's fields, named with the class
+    (``class ProposalReady(PayloadModel, summary="#{number} ready for review")``);
+    a payload whose summary needs more overrides ``summary``.
+    """
+
+    summary_template: ClassVar[str] = ""
+
+    def __init_subclass__(cls, summary: str = "", **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if summary:
+            cls.summary_template = summary
+
+    def summary(self) -> str:
+        return self.summary_template.format_map(self.__dict__)
+
+
+def check_version(version: object, newest: int, what: str, kind: str) -> int:
+    """``version`` (of ``what``'s ``kind``: schema, snapshot), if this release reads it.
+
+    Versions count from 1; a newer one than this release knows asks to upgrade.
+    """
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise MalformedEventError(f"{what} has no valid {kind} version ({version!r})")
+    if version > newest:
+        raise MalformedEventError(
+            f"{what} is of {kind} v{version}; this agentrun reads up to v{newest}: upgrade agentrun"
+        )
+    return version
 
 
 # --- actors -----------------------------------------------------------------

@@ -6,14 +6,10 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from agentrun.events.base import (
-    Frozen,
-    SessionOutcome,
-    Usage,
-)
+from agentrun.events.base import PayloadModel, SessionOutcome, Usage
 
 
-class BuildCreated(Frozen):
+class BuildCreated(PayloadModel, summary="{goal} (base {base_ref} {base_sha:.10})"):
     type: Literal["build.created"] = "build.created"
     goal: str
     base_ref: str
@@ -27,28 +23,21 @@ class BuildCreated(Frozen):
     # such a build parks with a question.
     allow_empty: bool = False
 
-    def summary(self) -> str:
-        return f"{self.goal} (base {self.base_ref} {self.base_sha[:10]})"
 
-
-class BuildCompleted(Frozen):
+class BuildCompleted(PayloadModel, summary="{outcome}"):
     type: Literal["build.completed"] = "build.completed"
     outcome: Literal["success"] = "success"
     summary_text: str = ""
 
-    def summary(self) -> str:
-        return self.outcome
 
-
-class BuildFailed(Frozen):
+class BuildFailed(PayloadModel, summary="{reason}"):
     type: Literal["build.failed"] = "build.failed"
     reason: str
 
-    def summary(self) -> str:
-        return self.reason
 
+class _Control(PayloadModel):
+    """A person's request (pause, resume, abort, retry) or the kernel's acknowledgement."""
 
-class _Control(Frozen):
     reason: str = ""
 
     def summary(self) -> str:
@@ -85,7 +74,7 @@ class BuildRetryRequested(_Control):
     type: Literal["build.retry-requested"] = "build.retry-requested"
 
 
-class BuildReconcileRequested(Frozen):
+class BuildReconcileRequested(PayloadModel, summary="merge the base at {base_sha:.10}"):
     """A person asks a complete build whose proposal is open to merge its moved base.
 
     ``base_sha`` is the base's tip the request was made at (the kernel reads no refs).
@@ -94,31 +83,22 @@ class BuildReconcileRequested(Frozen):
     type: Literal["build.reconcile-requested"] = "build.reconcile-requested"
     base_sha: str
 
-    def summary(self) -> str:
-        return f"merge the base at {self.base_sha[:10]}"
 
-
-class RunnerAttached(Frozen):
+class RunnerAttached(PayloadModel, summary="{instance} on {host} from seq {resumed_from_seq}"):
     type: Literal["runner.attached"] = "runner.attached"
     instance: str
     host: str
     pid: int
     resumed_from_seq: int
 
-    def summary(self) -> str:
-        return f"{self.instance} on {self.host} from seq {self.resumed_from_seq}"
 
-
-class RunnerSetupFailed(Frozen):
+class RunnerSetupFailed(PayloadModel, summary="{error}"):
     type: Literal["runner.setup-failed"] = "runner.setup-failed"
     error: str
     permanent: bool = False
 
-    def summary(self) -> str:
-        return self.error
 
-
-class SessionStarted(Frozen):
+class SessionStarted(PayloadModel, summary="{session} {phase}@{round} on {runtime}"):
     type: Literal["session.started"] = "session.started"
     session: str
     role: str
@@ -128,11 +108,8 @@ class SessionStarted(Frozen):
     round: int
     substitution: str | None = None
 
-    def summary(self) -> str:
-        return f"{self.session} {self.phase}@{self.round} on {self.runtime}"
 
-
-class SessionEnded(Frozen):
+class SessionEnded(PayloadModel):
     type: Literal["session.ended"] = "session.ended"
     session: str
     outcome: SessionOutcome

@@ -16,108 +16,57 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from agentrun.errors import InvalidEventError, MalformedEventError
-from agentrun.events.base import (
-    Actor,
-    Frozen,
-)
-from agentrun.events.build import (
-    BuildAborted,
-    BuildAbortRequested,
-    BuildCompleted,
-    BuildCreated,
-    BuildFailed,
-    BuildPaused,
-    BuildPauseRequested,
-    BuildReconcileRequested,
-    BuildResumed,
-    BuildResumeRequested,
-    BuildRetryRequested,
-    RunnerAttached,
-    RunnerSetupFailed,
-    SessionEnded,
-    SessionStarted,
-)
-from agentrun.events.forge import (
-    BaseMoved,
-    FeedbackReceived,
-    ForgeCursor,
-    ObservationRecorded,
-    ProposalClosed,
-    ProposalOpened,
-    ProposalReady,
-    PublicationPushed,
-    ReconcileCompleted,
-    ReconcileStarted,
-)
-from agentrun.events.phases import (
-    AgentDone,
-    CodeReviewStarted,
-    CodeReviewVerdict,
-    EscalationAnswered,
-    EscalationRaised,
-    FinalizeCompleted,
-    FinalizeStarted,
-    FinalizeStepCompleted,
-    ImplementCompleted,
-    ImplementStarted,
-    PhaseFailed,
-    PlanReviewStarted,
-    PlanReviewVerdict,
-    PlanStarted,
-    PlanSubmitted,
-    VerifyCompleted,
-    VerifyStarted,
-    VerifyVerdict,
-)
+from agentrun.events import build, forge, phases
+from agentrun.events.base import Actor, Frozen, check_version
 from agentrun.secrets import scrub
 
 SCHEMA_VERSION = 2
 
 
 Payload = Annotated[
-    BuildCreated
-    | BuildCompleted
-    | BuildFailed
-    | BuildPauseRequested
-    | BuildPaused
-    | BuildResumeRequested
-    | BuildResumed
-    | BuildAbortRequested
-    | BuildAborted
-    | RunnerAttached
-    | RunnerSetupFailed
-    | SessionStarted
-    | SessionEnded
-    | PlanStarted
-    | PlanSubmitted
-    | PlanReviewStarted
-    | PlanReviewVerdict
-    | ImplementStarted
-    | ImplementCompleted
-    | CodeReviewStarted
-    | CodeReviewVerdict
-    | AgentDone
-    | VerifyStarted
-    | VerifyVerdict
-    | VerifyCompleted
-    | FinalizeStarted
-    | FinalizeStepCompleted
-    | FinalizeCompleted
-    | PhaseFailed
-    | EscalationRaised
-    | EscalationAnswered
-    | ProposalOpened
-    | ProposalReady
-    | ProposalClosed
-    | PublicationPushed
-    | ObservationRecorded
-    | FeedbackReceived
-    | ForgeCursor
-    | BaseMoved
-    | ReconcileStarted
-    | ReconcileCompleted
-    | BuildRetryRequested
-    | BuildReconcileRequested,
+    build.BuildCreated
+    | build.BuildCompleted
+    | build.BuildFailed
+    | build.BuildPauseRequested
+    | build.BuildPaused
+    | build.BuildResumeRequested
+    | build.BuildResumed
+    | build.BuildAbortRequested
+    | build.BuildAborted
+    | build.RunnerAttached
+    | build.RunnerSetupFailed
+    | build.SessionStarted
+    | build.SessionEnded
+    | phases.PlanStarted
+    | phases.PlanSubmitted
+    | phases.PlanReviewStarted
+    | phases.PlanReviewVerdict
+    | phases.ImplementStarted
+    | phases.ImplementCompleted
+    | phases.CodeReviewStarted
+    | phases.CodeReviewVerdict
+    | phases.AgentDone
+    | phases.VerifyStarted
+    | phases.VerifyVerdict
+    | phases.VerifyCompleted
+    | phases.FinalizeStarted
+    | phases.FinalizeStepCompleted
+    | phases.FinalizeCompleted
+    | phases.PhaseFailed
+    | phases.EscalationRaised
+    | phases.EscalationAnswered
+    | forge.ProposalOpened
+    | forge.ProposalReady
+    | forge.ProposalClosed
+    | forge.PublicationPushed
+    | forge.ObservationRecorded
+    | forge.FeedbackReceived
+    | forge.ForgeCursor
+    | forge.BaseMoved
+    | forge.ReconcileStarted
+    | forge.ReconcileCompleted
+    | build.BuildRetryRequested
+    | build.BuildReconcileRequested,
     Field(discriminator="type"),
 ]
 
@@ -178,14 +127,7 @@ def decode(message: str, where: str) -> Event:
             raise ValueError("body is not an object")
     except ValueError as exc:
         raise MalformedEventError(f"commit {where} is not an agentrun event: {exc}") from None
-    version = doc.get("v")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise MalformedEventError(f"commit {where} has no valid schema version (v)")
-    if version > SCHEMA_VERSION:
-        raise MalformedEventError(
-            f"commit {where} holds an event of schema v{version}; this agentrun reads up to "
-            f"v{SCHEMA_VERSION}: upgrade agentrun"
-        )
+    version = check_version(doc.get("v"), SCHEMA_VERSION, f"commit {where}", "schema")
     doc = upgrade(doc, version, where)
     kind = doc.pop("type", None)
     if kind not in EVENT_TYPES:

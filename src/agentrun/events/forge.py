@@ -4,31 +4,23 @@ from __future__ import annotations
 
 from typing import Literal
 
-from agentrun.events.base import (
-    Frozen,
-)
+from agentrun.events.base import PayloadModel
 
 
-class ProposalOpened(Frozen):
+class ProposalOpened(PayloadModel, summary="{forge} #{number} {url}"):
     type: Literal["proposal.opened"] = "proposal.opened"
     forge: str
     number: int
     url: str
     head: str
 
-    def summary(self) -> str:
-        return f"{self.forge} #{self.number} {self.url}"
 
-
-class ProposalReady(Frozen):
+class ProposalReady(PayloadModel, summary="#{number} ready for review"):
     type: Literal["proposal.ready"] = "proposal.ready"
     number: int
 
-    def summary(self) -> str:
-        return f"#{self.number} ready for review"
 
-
-class ProposalClosed(Frozen):
+class ProposalClosed(PayloadModel):
     type: Literal["proposal.closed"] = "proposal.closed"
     number: int
     merged: bool
@@ -37,25 +29,19 @@ class ProposalClosed(Frozen):
         return f"#{self.number} {'merged' if self.merged else 'closed'}"
 
 
-class PublicationPushed(Frozen):
+class PublicationPushed(PayloadModel, summary="{branch} at {sha:.10}"):
     type: Literal["publication.pushed"] = "publication.pushed"
     branch: str
     sha: str
 
-    def summary(self) -> str:
-        return f"{self.branch} at {self.sha[:10]}"
 
-
-class ObservationRecorded(Frozen):
+class ObservationRecorded(PayloadModel, summary="{phase}: {text}"):
     type: Literal["observation.recorded"] = "observation.recorded"
     phase: str
     text: str
 
-    def summary(self) -> str:
-        return f"{self.phase}: {self.text}"
 
-
-class FeedbackReceived(Frozen):
+class FeedbackReceived(PayloadModel, summary="review {review} on #{number} by {author}"):
     """Review feedback from a forge (changes requested): the next implement round's input."""
 
     type: Literal["feedback.received"] = "feedback.received"
@@ -65,11 +51,10 @@ class FeedbackReceived(Frozen):
     author: str
     text: str
 
-    def summary(self) -> str:
-        return f"review {self.review} on #{self.number} by {self.author}"
 
-
-class ForgeCursor(Frozen):
+class ForgeCursor(
+    PayloadModel, summary="{forge}: comments up to {comment}, reviews up to {review}"
+):
     """The last forge comment (and review) this build has processed."""
 
     type: Literal["forge.cursor"] = "forge.cursor"
@@ -77,11 +62,8 @@ class ForgeCursor(Frozen):
     comment: int = 0
     review: int = 0
 
-    def summary(self) -> str:
-        return f"{self.forge}: comments up to {self.comment}, reviews up to {self.review}"
 
-
-class BaseMoved(Frozen):
+class BaseMoved(PayloadModel):
     """The base branch moved and the build branch no longer merges cleanly into it."""
 
     type: Literal["base.moved"] = "base.moved"
@@ -92,20 +74,16 @@ class BaseMoved(Frozen):
         return f"base at {self.base_sha[:10]}, {len(self.conflicts)} conflicting path(s)"
 
 
-class ReconcileStarted(Frozen):
+class ReconcileStarted(PayloadModel, summary="round {round}: merging {base_sha:.10}"):
     type: Literal["reconcile.started"] = "reconcile.started"
     round: int
     base_sha: str
 
-    def summary(self) -> str:
-        return f"round {self.round}: merging {self.base_sha[:10]}"
 
-
-class ReconcileCompleted(Frozen):
+class ReconcileCompleted(
+    PayloadModel, summary="round {round}: merged {base_sha:.10} at {head:.10}"
+):
     type: Literal["reconcile.completed"] = "reconcile.completed"
     round: int
     base_sha: str
     head: str
-
-    def summary(self) -> str:
-        return f"round {self.round}: merged {self.base_sha[:10]} at {self.head[:10]}"

@@ -4,23 +4,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from agentrun.events.base import (
-    Frozen,
-    Verdict,
-    VerifyOutcome,
-)
+from agentrun.events.base import Frozen, PayloadModel, Verdict, VerifyOutcome
 
 
-class PlanStarted(Frozen):
+class PlanStarted(PayloadModel, summary="round {round}"):
     type: Literal["plan.started"] = "plan.started"
     round: int
     feedback: tuple[str, ...] = ()
 
-    def summary(self) -> str:
-        return f"round {self.round}"
 
-
-class PlanSubmitted(Frozen):
+class PlanSubmitted(PayloadModel):
     type: Literal["plan.submitted"] = "plan.submitted"
     session: str
     plan: str
@@ -30,18 +23,15 @@ class PlanSubmitted(Frozen):
         return self.summary_text or self.plan
 
 
-class _ReviewStarted(Frozen):
+class _ReviewStarted(PayloadModel, summary="round {round}"):
     round: int
-
-    def summary(self) -> str:
-        return f"round {self.round}"
 
 
 class PlanReviewStarted(_ReviewStarted):
     type: Literal["plan-review.started"] = "plan-review.started"
 
 
-class _Verdict(Frozen):
+class _Verdict(PayloadModel):
     session: str
     round: int
     verdict: Verdict
@@ -57,7 +47,7 @@ class PlanReviewVerdict(_Verdict):
     type: Literal["plan-review.verdict"] = "plan-review.verdict"
 
 
-class ImplementStarted(Frozen):
+class ImplementStarted(PayloadModel):
     type: Literal["implement.started"] = "implement.started"
     round: int
     feedback: tuple[str, ...] = ()
@@ -66,7 +56,7 @@ class ImplementStarted(Frozen):
         return f"round {self.round}" + (f", {len(self.feedback)} feedback" if self.feedback else "")
 
 
-class ImplementCompleted(Frozen):
+class ImplementCompleted(PayloadModel):
     type: Literal["implement.completed"] = "implement.completed"
     round: int
     head: str
@@ -85,7 +75,7 @@ class CodeReviewVerdict(_Verdict):
     type: Literal["code-review.verdict"] = "code-review.verdict"
 
 
-class AgentDone(Frozen):
+class AgentDone(PayloadModel):
     """An implement, reconcile or finalize agent says it is finished (``agent done``)."""
 
     type: Literal["agent.done"] = "agent.done"
@@ -96,18 +86,15 @@ class AgentDone(Frozen):
         return self.summary_text or "done"
 
 
-class VerifyStarted(Frozen):
+class VerifyStarted(PayloadModel, summary="{step} round {round} attempt {attempt}"):
     type: Literal["verify.started"] = "verify.started"
     step: str
     round: int
     attempt: int
     kind: Literal["check", "agent"] = "check"
 
-    def summary(self) -> str:
-        return f"{self.step} round {self.round} attempt {self.attempt}"
 
-
-class VerifyVerdict(Frozen):
+class VerifyVerdict(PayloadModel):
     """An agent verify step's verdict (``agent pass`` / ``agent fail``)."""
 
     type: Literal["verify.verdict"] = "verify.verdict"
@@ -119,7 +106,7 @@ class VerifyVerdict(Frozen):
         return self.verdict + (f": {self.reason}" if self.reason else "")
 
 
-class VerifyCompleted(Frozen):
+class VerifyCompleted(PayloadModel):
     type: Literal["verify.completed"] = "verify.completed"
     step: str
     round: int
@@ -135,16 +122,13 @@ class VerifyCompleted(Frozen):
         return f"{self.step} {self.outcome}{detail}" + (f": {self.reason}" if self.reason else "")
 
 
-class FinalizeStarted(Frozen):
+class FinalizeStarted(PayloadModel, summary="{step} attempt {attempt}"):
     type: Literal["finalize.started"] = "finalize.started"
     step: str
     attempt: int
 
-    def summary(self) -> str:
-        return f"{self.step} attempt {self.attempt}"
 
-
-class FinalizeStepCompleted(Frozen):
+class FinalizeStepCompleted(PayloadModel):
     type: Literal["finalize.step-completed"] = "finalize.step-completed"
     step: str
     ok: bool
@@ -157,14 +141,11 @@ class FinalizeStepCompleted(Frozen):
         )
 
 
-class FinalizeCompleted(Frozen):
+class FinalizeCompleted(PayloadModel, summary="all steps done"):
     type: Literal["finalize.completed"] = "finalize.completed"
 
-    def summary(self) -> str:
-        return "all steps done"
 
-
-class PhaseFailed(Frozen):
+class PhaseFailed(PayloadModel, summary="{phase}@{round} attempt {attempt}: {error}"):
     type: Literal["phase.failed"] = "phase.failed"
     phase: str
     round: int
@@ -179,18 +160,20 @@ class PhaseFailed(Frozen):
     # round with the reason as feedback instead of retrying the same one.
     guard: bool = False
 
-    def summary(self) -> str:
-        return f"{self.phase}@{self.round} attempt {self.attempt}: {self.error}"
 
+class Question(Frozen):
+    """What an escalation asks of a person: the event raises it, the state keeps it open."""
 
-class EscalationRaised(Frozen):
-    type: Literal["escalation.raised"] = "escalation.raised"
     id: str
     phase: str
     round: int
     source: Literal["agent", "policy"]
     cause: str
     question: str
+
+
+class EscalationRaised(Question, PayloadModel):
+    type: Literal["escalation.raised"] = "escalation.raised"
     session: str | None = None
 
     def summary(self) -> str:
@@ -198,11 +181,8 @@ class EscalationRaised(Frozen):
         return f"{self.id} ({why}): {self.question}"
 
 
-class EscalationAnswered(Frozen):
+class EscalationAnswered(PayloadModel, summary="{id} by {by}: {answer}"):
     type: Literal["escalation.answered"] = "escalation.answered"
     id: str
     answer: str
     by: str
-
-    def summary(self) -> str:
-        return f"{self.id} by {self.by}: {self.answer}"

@@ -8,15 +8,7 @@ goes on (DESIGN §5).
 
 from __future__ import annotations
 
-from agentrun.events import (
-    FinalizeCompleted,
-    FinalizeStarted,
-    FinalizeStepCompleted,
-    ObservationRecorded,
-    PhaseFailed,
-    VerifyCompleted,
-    VerifyStarted,
-)
+from agentrun import events as ev
 from agentrun.kernel.decide import RunCheck, RunFinalizeStep, SkipVerify
 from agentrun.kernel.draft import Draft
 
@@ -25,7 +17,7 @@ REASON_TAIL = 2000  # characters of a failed check's output its reason quotes
 
 
 def check_started(work: RunCheck) -> Draft:
-    return Draft(VerifyStarted(step=work.step, round=work.round, attempt=work.attempt))
+    return Draft(ev.VerifyStarted(step=work.step, round=work.round, attempt=work.attempt))
 
 
 def report_name(work: RunCheck) -> str:
@@ -37,7 +29,7 @@ def check_completed(
 ) -> Draft:
     """The command ended: ``status`` says how (``exit 1``, ``timed out after …``)."""
     passed = exit_code == 0
-    completed = VerifyCompleted(
+    completed = ev.VerifyCompleted(
         step=work.step,
         round=work.round,
         attempt=work.attempt,
@@ -52,7 +44,7 @@ def check_completed(
 
 def skipped(work: SkipVerify) -> Draft:
     return Draft(
-        VerifyCompleted(
+        ev.VerifyCompleted(
             step=work.step, round=work.round, attempt=0, outcome="skipped", reason=work.reason
         )
     )
@@ -61,7 +53,7 @@ def skipped(work: SkipVerify) -> Draft:
 def cut_short(phase: str, round_: int, attempt: int, why: str = "Ctrl-C") -> Draft:
     """A check's command was interrupted (or cancelled by an abort): it runs again."""
     return Draft(
-        PhaseFailed(
+        ev.PhaseFailed(
             phase=phase,
             round=round_,
             attempt=attempt,
@@ -72,7 +64,7 @@ def cut_short(phase: str, round_: int, attempt: int, why: str = "Ctrl-C") -> Dra
 
 
 def finalize_started(work: RunFinalizeStep) -> Draft:
-    return Draft(FinalizeStarted(step=work.step, attempt=work.attempt))
+    return Draft(ev.FinalizeStarted(step=work.step, attempt=work.attempt))
 
 
 def finalize_report_name(work: RunFinalizeStep) -> str:
@@ -89,11 +81,11 @@ def finalize_ended(
     ok = head is not None
     arts = {finalize_report_name(work): report} if report is not None else {}
     drafts = [
-        Draft(FinalizeStepCompleted(step=work.step, ok=ok, note=note, head=head), artifacts=arts)
+        Draft(ev.FinalizeStepCompleted(step=work.step, ok=ok, note=note, head=head), artifacts=arts)
     ]
     if not ok:
-        drafts.append(Draft(ObservationRecorded(phase=f"finalize:{work.step}", text=note)))
-    return drafts + ([Draft(FinalizeCompleted())] if work.last else [])
+        drafts.append(Draft(ev.ObservationRecorded(phase=f"finalize:{work.step}", text=note)))
+    return drafts + ([Draft(ev.FinalizeCompleted())] if work.last else [])
 
 
 def given_up(work: RunFinalizeStep) -> list[Draft]:

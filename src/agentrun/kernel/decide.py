@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agentrun.config import FinalizeStep, VerifyStep
+from agentrun.kernel.budget import over_budget
 from agentrun.kernel.paths import any_matches
 from agentrun.kernel.state import BuildState, attempt_key
 
@@ -25,6 +26,7 @@ class Acknowledge:
     kind: Literal["acknowledge"] = "acknowledge"
 
 
+Cause = Literal["attempts", "permanent-failure", "round-limit", "interrupted", "budget", "empty"]
 PhaseName = Literal["plan", "plan-review", "implement", "code-review", "reconcile"]
 
 
@@ -88,7 +90,7 @@ class RaiseEscalation:
     id: str
     phase: str
     round: int
-    cause: Literal["attempts", "permanent-failure", "round-limit", "interrupted", "budget", "empty"]
+    cause: Cause
     question: str
     source: Literal["policy"] = "policy"
     kind: Literal["raise-escalation"] = "raise-escalation"
@@ -119,6 +121,8 @@ Decision = (
     | Fail
 )
 Work = RunPhase | RunCheck | RunAgentVerify | RunFinalizeStep
+# Decisions that run nothing: the kernel makes their events (``runner.made``).
+Recorded = Acknowledge | SkipVerify | RaiseEscalation | Complete | Fail
 
 
 def decide(s: BuildState) -> Decision:
@@ -141,17 +145,15 @@ def decide(s: BuildState) -> Decision:
     if s.setup_permanent or s.setup_failures >= s.config.policy.max_phase_attempts:
         return Fail(f"the runner could not set up the build: {s.reason}")
     if _empty(s):
-        return RaiseEscalation(
-            id=next_escalation_id(s),
-            phase="implement",
-            round=s.impl_round,
-            cause="empty",
-            question=(
-                f"implement@{s.impl_round} ended with no change against the base "
-                f"({s.base_ref} {s.base_sha[:10]}): there is nothing to review or verify. "
-                "Answer to let the build go on without a change (as `run --allow-empty` "
-                "would), or abort it."
-            ),
+        return _escalate(
+            s,
+            "implement",
+            s.impl_round,
+            "empty",
+            f"implement@{s.impl_round} ended with no change against the base "
+            f"({s.base_ref} {s.base_sha[:10]}): there is nothing to review or verify. "
+            "Answer to let the build go on without a change (as `run --allow-empty` "
+            "would), or abort it.",
         )
     if s.implemented and s.proposal is None and s.stage not in ("plan", "plan-review"):
         return Publish("open-draft")
@@ -181,15 +183,13 @@ def _round_limit(s: BuildState) -> RaiseEscalation | None:
     else:
         return None
     last = s.feedback[-1] if s.feedback else "(no feedback)"
-    return RaiseEscalation(
-        id=next_escalation_id(s),
-        phase=phase,
-        round=round_,
-        cause="round-limit",
-        question=(
-            f"{phase} reached its limit of {limit} rounds without approval. Latest feedback: "
-            f"{_clip(last)} -- answer to allow more rounds, with any guidance, or abort the build."
-        ),
+    return _escalate(
+        s,
+        phase,
+        round_,
+        "round-limit",
+        f"{phase} reached its limit of {limit} rounds without approval. Latest feedback: "
+        f"{_clip(last)} -- answer to allow more rounds, with any guidance, or abort the build.",
     )
 
 
@@ -276,28 +276,6 @@ def _finalize_step(s: BuildState, step: FinalizeStep, last: bool) -> RunFinalize
     )
 
 
-def remaining_wall_seconds(s: BuildState) -> float | None:
-    """Work time left under ``max_wall_minutes`` (None: no such budget)."""
-    limit = s.config.budget.max_wall_minutes
-    if limit is None:
-        return None
-    return max(limit * (1 + s.budget_grants) * 60 - s.active_seconds, 0.0)
-
-
-def remaining_budget(s: BuildState) -> tuple[int | None, float | None]:
-    """Tokens and dollars left under ``max_tokens`` and ``max_cost_usd`` (None: no such
-    budget), each answer to a budget question allowing as much again."""
-    budget, scale = s.config.budget, 1 + s.budget_grants
-    tokens = None
-    if budget.max_tokens is not None:
-        spent = s.usage.tokens_in + s.usage.tokens_out
-        tokens = max(budget.max_tokens * scale - spent, 0)
-    dollars = None
-    if budget.max_cost_usd is not None:
-        dollars = max(budget.max_cost_usd * scale - (s.usage.cost_usd or 0.0), 0.0)
-    return tokens, dollars
-
-
 def _work_phase(work: Work) -> str:
     if isinstance(work, RunPhase):
         return work.phase
@@ -317,55 +295,17 @@ def _role(work: Work) -> str | None:
 
 def _budget(s: BuildState, work: Work) -> RaiseEscalation | None:
     """Budgets are hard: stop before a session the remaining budget cannot cover."""
-    budget = s.config.budget
-    scale = 1 + s.budget_grants  # each answer allows as much again
-    role = _role(work)
-    estimate = s.role_usage.get(role) if role else None
-    problem = None
-    if budget.max_tokens is not None:
-        limit = budget.max_tokens * scale
-        spent = s.usage.tokens_in + s.usage.tokens_out
-        following = estimate.estimate_tokens() if estimate and role else 0
-        if spent >= limit or (role and spent + following > limit):
-            problem = f"it has used {spent:,} tokens of its max_tokens budget of {limit:,}" + (
-                f"; the next {role} session is estimated at {following:,}" if role else ""
-            )
-    if problem is None and budget.max_cost_usd is not None and role:
-        limit_usd = budget.max_cost_usd * scale
-        unknown = [m for m in s.unpriced_models if m not in s.accepted_unpriced]
-        if unknown:
-            problem = (
-                f"the price of {', '.join(unknown)} is unknown, so max_cost_usd "
-                f"(${limit_usd:.2f}) cannot be kept: add [prices.MODEL] to .agentrun.toml"
-            )
-        else:
-            spent_usd = s.usage.cost_usd or 0.0
-            next_usd = estimate.estimate_cost() if estimate else 0.0
-            if spent_usd >= limit_usd or spent_usd + next_usd > limit_usd:
-                problem = (
-                    f"it has spent ${spent_usd:.4f} of its max_cost_usd budget of "
-                    f"${limit_usd:.2f}; the next {role} session is estimated at ${next_usd:.4f}"
-                )
-    if problem is None and budget.max_wall_minutes is not None:
-        limit_min = budget.max_wall_minutes * scale
-        minutes = s.active_seconds / 60
-        if minutes >= limit_min:
-            problem = (
-                f"it has worked {minutes:.2f} minutes of its max_wall_minutes budget of "
-                f"{limit_min:g} minutes"
-            )
+    problem = over_budget(s, _role(work))
     if problem is None:
         return None
     round_ = work.round if isinstance(work, RunPhase | RunCheck | RunAgentVerify) else s.impl_round
-    return RaiseEscalation(
-        id=next_escalation_id(s),
-        phase=_work_phase(work),
-        round=round_,
-        cause="budget",
-        question=(
-            f"The build stopped at its budget: {problem}. Its work so far is on the build "
-            "branch. Answer to allow as much again, or abort the build."
-        ),
+    return _escalate(
+        s,
+        _work_phase(work),
+        round_,
+        "budget",
+        f"The build stopped at its budget: {problem}. Its work so far is on the build "
+        "branch. Answer to allow as much again, or abort the build.",
     )
 
 
@@ -377,49 +317,48 @@ def _guard(s: BuildState, work: Work) -> Decision:
     if isinstance(work, RunFinalizeStep):
         return work
     phase = _work_phase(work)
-    key = attempt_key(phase, work.round)
+    stuck = _stuck(s, attempt_key(phase, work.round))
+    return work if stuck is None else _escalate(s, phase, work.round, *stuck)
+
+
+def _stuck(s: BuildState, key: str) -> tuple[Cause, str] | None:
+    """Why the phase ``key`` may not run again until a person answers (None: it may)."""
     if key in s.blocked:
-        return RaiseEscalation(
-            id=next_escalation_id(s),
-            phase=phase,
-            round=work.round,
-            cause="permanent-failure",
-            question=(
-                f"{key} failed with an error that retrying will not fix: {_clip(s.blocked[key])}"
-                " -- answer once it is fixed (or with guidance), or abort the build."
-            ),
+        return "permanent-failure", (
+            f"{key} failed with an error that retrying will not fix: {_clip(s.blocked[key])}"
+            " -- answer once it is fixed (or with guidance), or abort the build."
         )
     cut = s.interruptions.get(key, 0)
     if cut >= interruption_limit(s):
-        return RaiseEscalation(
-            id=next_escalation_id(s),
-            phase=phase,
-            round=work.round,
-            cause="interrupted",
-            question=(
-                f"{key} was cut short {cut} times (Ctrl-C or a runner that stopped); last: "
-                f"{_clip(s.last_error.get(key, 'unknown'))} -- answer to try again, or abort."
-            ),
+        return "interrupted", (
+            f"{key} was cut short {cut} times (Ctrl-C or a runner that stopped); last: "
+            f"{_last_error(s, key)} -- answer to try again, or abort."
         )
     failures = s.attempts.get(key, 0)
     if failures >= s.config.policy.max_phase_attempts:
-        return RaiseEscalation(
-            id=next_escalation_id(s),
-            phase=phase,
-            round=work.round,
-            cause="attempts",
-            question=(
-                f"{key} failed {failures} times; last error: "
-                f"{_clip(s.last_error.get(key, 'unknown'))} -- answer to try again"
-                " (with any guidance), or abort the build."
-            ),
+        return "attempts", (
+            f"{key} failed {failures} times; last error: {_last_error(s, key)} -- answer to"
+            " try again (with any guidance), or abort the build."
         )
-    return work
+    return None
+
+
+def _last_error(s: BuildState, key: str) -> str:
+    return _clip(s.last_error.get(key, "unknown"))
 
 
 def next_escalation_id(s: BuildState) -> str:
     """The id the next escalation of the build gets (e1, e2, …), whoever raises it."""
     return f"e{s.escalation_count + 1}"
+
+
+def _escalate(
+    s: BuildState, phase: str, round_: int, cause: Cause, question: str
+) -> RaiseEscalation:
+    """The policy asks a human: the build parks on ``question`` until it is answered."""
+    return RaiseEscalation(
+        id=next_escalation_id(s), phase=phase, round=round_, cause=cause, question=question
+    )
 
 
 def _clip(text: str, limit: int = 400, head: int = 120) -> str:

@@ -7,53 +7,7 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from agentrun.events import (
-    AgentDone,
-    BaseMoved,
-    BuildAborted,
-    BuildAbortRequested,
-    BuildCompleted,
-    BuildCreated,
-    BuildFailed,
-    BuildPaused,
-    BuildPauseRequested,
-    BuildReconcileRequested,
-    BuildResumed,
-    BuildResumeRequested,
-    BuildRetryRequested,
-    CodeReviewStarted,
-    CodeReviewVerdict,
-    EscalationAnswered,
-    EscalationRaised,
-    Event,
-    FeedbackReceived,
-    FinalizeCompleted,
-    FinalizeStarted,
-    FinalizeStepCompleted,
-    ForgeCursor,
-    HumanActor,
-    ImplementCompleted,
-    ImplementStarted,
-    ObservationRecorded,
-    PhaseFailed,
-    PlanReviewStarted,
-    PlanReviewVerdict,
-    PlanStarted,
-    PlanSubmitted,
-    ProposalClosed,
-    ProposalOpened,
-    ProposalReady,
-    PublicationPushed,
-    ReconcileCompleted,
-    ReconcileStarted,
-    RunnerAttached,
-    RunnerSetupFailed,
-    SessionEnded,
-    SessionStarted,
-    VerifyCompleted,
-    VerifyStarted,
-    VerifyVerdict,
-)
+from agentrun import events as ev
 from agentrun.kernel.session_end import (
     Changes,
     checks_stage,
@@ -74,7 +28,7 @@ from agentrun.kernel.state import (
 from agentrun.snapshot import read as read_snapshot
 
 
-def evolve(state: BuildState, event: Event) -> BuildState:
+def evolve(state: BuildState, event: ev.Event) -> BuildState:
     """One fold step: the state after ``event``."""
     changes = _apply(state, event)
     flight = state.in_flight
@@ -103,10 +57,10 @@ def _take_feedback(s: BuildState) -> BuildState:
     return s.model_copy(update=changes)
 
 
-def _apply(s: BuildState, event: Event) -> Changes:
+def _apply(s: BuildState, event: ev.Event) -> Changes:
     p = event.payload
     match p:
-        case BuildCreated():
+        case ev.BuildCreated():
             config = read_snapshot(p.config)
             return {
                 "created_at": event.ts,
@@ -123,63 +77,56 @@ def _apply(s: BuildState, event: Event) -> Changes:
                 "plan_round_limit": config.policy.max_review_rounds,
                 "impl_round_limit": config.policy.max_review_rounds,
             }
-        case BuildCompleted():
+        case ev.BuildCompleted():
             return {"status": "complete", "stage": "done"}
-        case BuildFailed():
+        case ev.BuildFailed():
             return {"status": "failed", "reason": p.reason}
-        case BuildPauseRequested():
+        case ev.BuildPauseRequested():
             return {"pause_requested": True}
-        case BuildPaused():
+        case ev.BuildPaused():
             return {"paused": True, "pause_requested": False, "resume_requested": False}
-        case BuildResumeRequested():
+        case ev.BuildResumeRequested():
             return {"resume_requested": True, "pause_requested": False}
-        case BuildResumed():
+        case ev.BuildResumed():
             return {"paused": False, "resume_requested": False}
-        case BuildAbortRequested():
+        case ev.BuildAbortRequested():
             return {"abort_requested": True}
-        case BuildAborted():
+        case ev.BuildAborted():
             return {"status": "aborted", "reason": p.reason, "session": None, "in_flight": None}
-        case RunnerAttached():
+        case ev.RunnerAttached():
             return _attached(s, p)
-        case RunnerSetupFailed():
+        case ev.RunnerSetupFailed():
             return {
                 "setup_failures": s.setup_failures + 1,
                 "setup_permanent": s.setup_permanent or p.permanent,
                 "reason": p.error,
             }
-        case SessionStarted():
-            session = OpenSession(
-                session=p.session,
-                phase=p.phase,
-                round=p.round,
-                role=p.role,
-                runtime=p.runtime,
-                model=p.model,
-            )
+        case ev.SessionStarted():
+            session = OpenSession(**p.model_dump(exclude={"type", "substitution"}))
             return {"session": session, "sessions": s.sessions + 1}
-        case SessionEnded():
+        case ev.SessionEnded():
             return session_ended(s, p)
         case (
-            PlanSubmitted()
-            | PlanReviewVerdict()
-            | CodeReviewVerdict()
-            | AgentDone()
-            | VerifyVerdict()
+            ev.PlanSubmitted()
+            | ev.PlanReviewVerdict()
+            | ev.CodeReviewVerdict()
+            | ev.AgentDone()
+            | ev.VerifyVerdict()
         ):
             return report(s, p)
-        case PlanStarted():
+        case ev.PlanStarted():
             return {"in_flight": _in_flight(s, "plan", p.round, event)}
-        case PlanReviewStarted():
+        case ev.PlanReviewStarted():
             return {"in_flight": _in_flight(s, "plan-review", p.round, event)}
-        case ImplementStarted():
+        case ev.ImplementStarted():
             return {"in_flight": _in_flight(s, "implement", p.round, event)}
-        case CodeReviewStarted():
+        case ev.CodeReviewStarted():
             return {"in_flight": _in_flight(s, "code-review", p.round, event)}
-        case VerifyStarted():
+        case ev.VerifyStarted():
             return {"in_flight": _in_flight(s, f"verify:{p.step}", p.round, event)}
-        case FinalizeStarted():
+        case ev.FinalizeStarted():
             return {"in_flight": _in_flight(s, f"finalize:{p.step}", s.impl_round, event)}
-        case ImplementCompleted():
+        case ev.ImplementCompleted():
             return {
                 "in_flight": None,
                 "head": p.head,
@@ -190,9 +137,9 @@ def _apply(s: BuildState, event: Event) -> Changes:
                 "finalize_results": {},
                 "stage": "code-review" if s.config.pipeline.code_review else checks_stage(s.config),
             }
-        case VerifyCompleted():
+        case ev.VerifyCompleted():
             return _verify_completed(s, p)
-        case FinalizeStepCompleted():
+        case ev.FinalizeStepCompleted():
             results = {**s.finalize_results, p.step: p.ok}
             changes: Changes = {"in_flight": None, "finalize_results": results}
             if p.head:
@@ -200,11 +147,11 @@ def _apply(s: BuildState, event: Event) -> Changes:
             if all(step.name in results for step in s.config.finalize):
                 changes["stage"] = "done"
             return changes
-        case FinalizeCompleted():
+        case ev.FinalizeCompleted():
             return {"stage": "done"}
-        case PhaseFailed():
+        case ev.PhaseFailed():
             return _phase_failed(s, p)
-        case EscalationRaised():
+        case ev.EscalationRaised():
             if p.source == "agent":
                 # Opened only when the session ends well (see session_end.session_ended).
                 return {"escalation_count": s.escalation_count + 1, **report(s, p)}
@@ -212,45 +159,45 @@ def _apply(s: BuildState, event: Event) -> Changes:
                 "escalation_count": s.escalation_count + 1,
                 "escalations": (*s.escalations, escalation(p)),
             }
-        case EscalationAnswered():
+        case ev.EscalationAnswered():
             return _answered(s, p)
-        case ProposalOpened():
+        case ev.ProposalOpened():
             proposal = Proposal(forge=p.forge, number=p.number, url=p.url)
             return {"proposal": proposal, "published_head": p.head}
-        case PublicationPushed():
+        case ev.PublicationPushed():
             return {"published_head": p.sha}
-        case ProposalReady():
+        case ev.ProposalReady():
             return {
                 "proposal": s.proposal.model_copy(update={"ready": True}) if s.proposal else None
             }
-        case ProposalClosed():
+        case ev.ProposalClosed():
             if s.proposal is None:
                 return {}
             return {"proposal": s.proposal.model_copy(update={"closed": True, "merged": p.merged})}
-        case ObservationRecorded():
+        case ev.ObservationRecorded():
             return {"observations": (*s.observations, f"{p.phase}: {p.text}")}
-        case BuildRetryRequested():
+        case ev.BuildRetryRequested():
             return _retry(s, event)
-        case BuildReconcileRequested():
+        case ev.BuildReconcileRequested():
             return _reconcile_requested(s, p)
-        case FeedbackReceived():
+        case ev.FeedbackReceived():
             text = f"Review {p.review} by {p.author} on #{p.number}:\n{p.text[-FEEDBACK_TAIL:]}"
             return {
                 "pending_feedback": (*s.pending_feedback, text),
                 "forge_review": max(s.forge_review, p.review),
             }
-        case ForgeCursor():
+        case ev.ForgeCursor():
             return {
                 "forge_comment": max(s.forge_comment, p.comment),
                 "forge_review": max(s.forge_review, p.review),
             }
-        case BaseMoved():
+        case ev.BaseMoved():
             if s.status != "running" or not s.implemented:
                 return {}
             return {"stage": "reconcile", "reconcile_base": p.base_sha}
-        case ReconcileStarted():
+        case ev.ReconcileStarted():
             return {"in_flight": _in_flight(s, "reconcile", p.round, event)}
-        case ReconcileCompleted():
+        case ev.ReconcileCompleted():
             return {
                 "in_flight": None,
                 "head": p.head,
@@ -264,9 +211,9 @@ def _apply(s: BuildState, event: Event) -> Changes:
             assert_never(p)
 
 
-def _retry(s: BuildState, event: Event) -> Changes:
+def _retry(s: BuildState, event: ev.Event) -> Changes:
     """Try again: a failed build re-opens, spent attempts re-arm, open questions close."""
-    by = event.actor.login if isinstance(event.actor, HumanActor) else "retry"
+    by = event.actor.login if isinstance(event.actor, ev.HumanActor) else "retry"
     changes: Changes = {
         "attempts": {},
         "interruptions": {},
@@ -283,7 +230,7 @@ def _retry(s: BuildState, event: Event) -> Changes:
     return changes
 
 
-def _reconcile_requested(s: BuildState, p: BuildReconcileRequested) -> Changes:
+def _reconcile_requested(s: BuildState, p: ev.BuildReconcileRequested) -> Changes:
     """A complete build with an open proposal runs again: reconcile, verify, ready.
 
     The proposal goes back to draft until verification passes again (DESIGN §5).
@@ -301,7 +248,7 @@ def _reconcile_requested(s: BuildState, p: BuildReconcileRequested) -> Changes:
     }
 
 
-def _attached(s: BuildState, p: RunnerAttached) -> Changes:
+def _attached(s: BuildState, p: ev.RunnerAttached) -> Changes:
     changes: Changes = {"runner": f"{p.instance}@{p.host}"}
     flight = s.in_flight
     if flight is not None and flight.started and s.updated_at:
@@ -313,7 +260,7 @@ def _attached(s: BuildState, p: RunnerAttached) -> Changes:
     return changes
 
 
-def _phase_failed(s: BuildState, p: PhaseFailed) -> Changes:
+def _phase_failed(s: BuildState, p: ev.PhaseFailed) -> Changes:
     key = attempt_key(p.phase, p.round)
     changes: Changes = {"in_flight": None, "last_error": {**s.last_error, key: p.error}}
     if p.guard and p.phase == "implement":
@@ -328,13 +275,13 @@ def _phase_failed(s: BuildState, p: PhaseFailed) -> Changes:
     return changes
 
 
-def _in_flight(s: BuildState, phase: str, round_: int, event: Event) -> InFlight:
+def _in_flight(s: BuildState, phase: str, round_: int, event: ev.Event) -> InFlight:
     key = attempt_key(phase, round_)
     attempt = s.runs(key) + 1
     return InFlight(key=key, phase=phase, round=round_, attempt=attempt, started=event.ts)
 
 
-def _verify_completed(s: BuildState, p: VerifyCompleted) -> Changes:
+def _verify_completed(s: BuildState, p: ev.VerifyCompleted) -> Changes:
     result = StepResult(outcome=p.outcome, attempt=p.attempt, reason=p.reason, report=p.report)
     results = {**s.verify_results, p.step: result}
     changes: Changes = {"in_flight": None, "verify_results": results}
@@ -349,7 +296,7 @@ def _verify_completed(s: BuildState, p: VerifyCompleted) -> Changes:
     return changes
 
 
-def _answered(s: BuildState, p: EscalationAnswered) -> Changes:
+def _answered(s: BuildState, p: ev.EscalationAnswered) -> Changes:
     escalations = []
     changes: Changes = {}
     for esc in s.escalations:

@@ -12,14 +12,8 @@ a later request overrides an earlier one the runner has not reached).
 
 from __future__ import annotations
 
+from agentrun import events as ev
 from agentrun.errors import AgentrunError, EscalationError
-from agentrun.events import (
-    BuildAbortRequested,
-    BuildPauseRequested,
-    BuildResumeRequested,
-    BuildRetryRequested,
-    EscalationAnswered,
-)
 from agentrun.kernel.state import BuildState, Escalation
 
 NAME_IT = "pass --escalation ID"  # how the CLI names one of several open escalations
@@ -34,28 +28,28 @@ def _running(state: BuildState, verb: str) -> None:
         raise NotRunningError(f"build {state.slug} is {state.status}; there is nothing to {verb}")
 
 
-def pause(state: BuildState) -> BuildPauseRequested | None:
+def pause(state: BuildState) -> ev.BuildPauseRequested | None:
     _running(state, "pause")
-    return None if state.paused or state.pause_requested else BuildPauseRequested()
+    return None if state.paused or state.pause_requested else ev.BuildPauseRequested()
 
 
-def resume(state: BuildState) -> BuildResumeRequested | None:
+def resume(state: BuildState) -> ev.BuildResumeRequested | None:
     _running(state, "resume")
     if state.resume_requested or not (state.paused or state.pause_requested):
         return None
-    return BuildResumeRequested()
+    return ev.BuildResumeRequested()
 
 
-def abort(state: BuildState) -> BuildAbortRequested | None:
+def abort(state: BuildState) -> ev.BuildAbortRequested | None:
     _running(state, "abort")
-    return None if state.abort_requested else BuildAbortRequested()
+    return None if state.abort_requested else ev.BuildAbortRequested()
 
 
-def retry(state: BuildState) -> BuildRetryRequested:
+def retry(state: BuildState) -> ev.BuildRetryRequested:
     """A failed build, or a phase out of attempts, tries again (open questions close)."""
     if state.status in ("complete", "aborted"):
         raise NotRunningError(f"build {state.slug} is {state.status}; there is nothing to retry")
-    return BuildRetryRequested()
+    return ev.BuildRetryRequested()
 
 
 def answer(
@@ -64,7 +58,7 @@ def answer(
     escalation: str | None,
     by: str,
     name_it: str = NAME_IT,
-) -> EscalationAnswered:
+) -> ev.EscalationAnswered:
     """The answer to the open escalation, or to the one named.
 
     ``name_it`` says, in the asker's channel, how to name one of several open ones.
@@ -72,7 +66,7 @@ def answer(
     if not text.strip():
         raise EscalationError("the answer is empty: say what the agent should do")
     target = _open_one(state, name_it) if escalation is None else _named(state, escalation)
-    return EscalationAnswered(id=target.id, answer=text.strip(), by=by)
+    return ev.EscalationAnswered(id=target.id, answer=text.strip(), by=by)
 
 
 def _open_one(state: BuildState, name_it: str) -> Escalation:

@@ -8,54 +8,39 @@ it left in flight fails as interrupted, so it runs again from its start (DESIGN 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, assert_never
 
-from agentrun.events import (
-    BuildAborted,
-    BuildCompleted,
-    BuildFailed,
-    BuildPaused,
-    BuildResumed,
-    EscalationRaised,
-    ObservationRecorded,
-    PhaseFailed,
-    ProposalOpened,
-    ProposalReady,
-    PublicationPushed,
-    RunnerAttached,
-    RunnerSetupFailed,
-    SessionEnded,
-)
+from agentrun import events as ev
 from agentrun.kernel import checks
 from agentrun.kernel.decide import (
     Acknowledge,
     Complete,
-    Decision,
     Fail,
     Publish,
     RaiseEscalation,
+    Recorded,
     SkipVerify,
     next_escalation_id,
 )
 from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import BuildState
 
-_ACKS = {"pause": BuildPaused, "resume": BuildResumed, "abort": BuildAborted}
+_ACKS = {"pause": ev.BuildPaused, "resume": ev.BuildResumed, "abort": ev.BuildAborted}
 
 
 def attached(state: BuildState, instance: str, host: str, pid: int) -> list[Draft]:
     """The runner ``instance`` (on ``host``, process ``pid``) attaches to the build."""
     drafts = [
-        Draft(RunnerAttached(instance=instance, host=host, pid=pid, resumed_from_seq=state.seq))
+        Draft(ev.RunnerAttached(instance=instance, host=host, pid=pid, resumed_from_seq=state.seq))
     ]
     previous = state.runner or "a runner"
     session = state.session.session if state.session is not None else None
     if session is not None:
         error = f"{previous} stopped during the session"
-        drafts.append(Draft(SessionEnded(session=session, outcome="abandoned", error=error)))
+        drafts.append(Draft(ev.SessionEnded(session=session, outcome="abandoned", error=error)))
     if state.in_flight is not None and state.status == "running":
         flight = state.in_flight
-        failed = PhaseFailed(
+        failed = ev.PhaseFailed(
             phase=flight.phase,
             round=flight.round,
             attempt=flight.attempt,
@@ -72,27 +57,29 @@ def acknowledged(control: Literal["pause", "resume", "abort"], instance: str) ->
     return Draft(_ACKS[control](reason=f"acknowledged by {instance}"))
 
 
-def made(state: BuildState, decision: Decision, instance: str) -> list[Draft] | None:
-    """The events a decision makes with nothing to run; None when something must run."""
-    if isinstance(decision, Acknowledge):
-        return [acknowledged(decision.control, instance)]
-    if isinstance(decision, SkipVerify):
-        return [checks.skipped(decision)]
-    if isinstance(decision, RaiseEscalation):
-        raised = EscalationRaised(
-            id=decision.id,
-            phase=decision.phase,
-            round=decision.round,
-            source="policy",
-            cause=decision.cause,
-            question=decision.question,
-        )
-        return [Draft(raised)]
-    if isinstance(decision, Complete):
-        return [Draft(BuildCompleted(summary_text=state.goal))]
-    if isinstance(decision, Fail):
-        return [Draft(BuildFailed(reason=decision.reason))]
-    return None
+def made(state: BuildState, decision: Recorded, instance: str) -> list[Draft]:
+    """The events of a decision that runs nothing."""
+    match decision:
+        case Acknowledge():
+            return [acknowledged(decision.control, instance)]
+        case SkipVerify():
+            return [checks.skipped(decision)]
+        case RaiseEscalation():
+            raised = ev.EscalationRaised(
+                id=decision.id,
+                phase=decision.phase,
+                round=decision.round,
+                source="policy",
+                cause=decision.cause,
+                question=decision.question,
+            )
+            return [Draft(raised)]
+        case Complete():
+            return [Draft(ev.BuildCompleted(summary_text=state.goal))]
+        case Fail():
+            return [Draft(ev.BuildFailed(reason=decision.reason))]
+        case _:
+            assert_never(decision)
 
 
 def published(
@@ -102,16 +89,16 @@ def published(
     ``number`` at ``url`` on ``forge``; ``push`` pushed the head; ``mark-ready``."""
     what = operation.operation if isinstance(operation, Publish) else operation
     if what == "open-draft":
-        return Draft(ProposalOpened(forge=forge, number=number, url=url, head=state.head))
+        return Draft(ev.ProposalOpened(forge=forge, number=number, url=url, head=state.head))
     if what == "push":
-        return Draft(PublicationPushed(branch=state.branch, sha=state.head))
+        return Draft(ev.PublicationPushed(branch=state.branch, sha=state.head))
     assert state.proposal is not None, "mark-ready is decided only once a proposal is open"
-    return Draft(ProposalReady(number=state.proposal.number))
+    return Draft(ev.ProposalReady(number=state.proposal.number))
 
 
 def setup_failed(error: str) -> Draft:
     """The runner could not prepare what the work needs (its worktree, the forge)."""
-    return Draft(RunnerSetupFailed(error=error))
+    return Draft(ev.RunnerSetupFailed(error=error))
 
 
 SETUP = "setup"  # the phase name setup's records carry
@@ -127,7 +114,7 @@ def setup_ran(
 ) -> list[Draft]:
     """``[setup]`` ran: its output is kept; a ``problem`` parks the build on a question
     that quotes the output's ``tail`` (an answer lets it try again)."""
-    drafts = [Draft(ObservationRecorded(phase=SETUP, text=said), artifacts={artifact: report})]
+    drafts = [Draft(ev.ObservationRecorded(phase=SETUP, text=said), artifacts={artifact: report})]
     if problem is None:
         return drafts
     question = (
@@ -136,7 +123,7 @@ def setup_ran(
         "command is the one [setup] held when the build started; to change it, abort and "
         "run the build again), or abort the build."
     )
-    raised = EscalationRaised(
+    raised = ev.EscalationRaised(
         id=next_escalation_id(state),
         phase=SETUP,
         round=state.impl_round,

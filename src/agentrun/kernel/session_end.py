@@ -5,15 +5,8 @@ Part of the fold (``evolve``); pure like it.
 
 from __future__ import annotations
 
+from agentrun import events as ev
 from agentrun.config import Config
-from agentrun.events import (
-    CodeReviewVerdict,
-    EscalationRaised,
-    PlanReviewVerdict,
-    PlanSubmitted,
-    SessionEnded,
-    Usage,
-)
 from agentrun.kernel.state import (
     BuildState,
     Escalation,
@@ -28,10 +21,9 @@ from agentrun.kernel.state import (
 Changes = dict[str, object]
 
 
-def escalation(p: EscalationRaised) -> Escalation:
-    return Escalation(
-        id=p.id, phase=p.phase, round=p.round, source=p.source, cause=p.cause, question=p.question
-    )
+def escalation(p: ev.EscalationRaised) -> Escalation:
+    """The question ``p`` raised, open until it is answered."""
+    return Escalation(**p.model_dump(include=set(ev.Question.model_fields)))
 
 
 def report(s: BuildState, p: Report) -> Changes:
@@ -40,7 +32,7 @@ def report(s: BuildState, p: Report) -> Changes:
     return {"session": s.session.model_copy(update={"report": p})}
 
 
-def session_ended(s: BuildState, p: SessionEnded) -> Changes:
+def session_ended(s: BuildState, p: ev.SessionEnded) -> Changes:
     changes: Changes = {"session": None, "usage": s.usage + p.usage}
     session = s.session
     if session is not None and session.session == p.session:
@@ -53,25 +45,25 @@ def session_ended(s: BuildState, p: SessionEnded) -> Changes:
     report = session.report
     # Plans and verdicts take effect when their session ends well; implement, verify and
     # finalize sessions complete through the runner's own event in the same batch.
-    if isinstance(report, PlanSubmitted):
+    if isinstance(report, ev.PlanSubmitted):
         changes.update(in_flight=None, plan=report.plan, feedback=())
         if s.config.pipeline.plan_review:
             changes["stage"] = "plan-review"
         else:
             changes.update(next_impl_round(s, (), first=True))
-    elif isinstance(report, PlanReviewVerdict):
+    elif isinstance(report, ev.PlanReviewVerdict):
         changes["in_flight"] = None
         if report.verdict == "approve":
             changes.update(next_impl_round(s, (), first=True))
         else:
             changes.update(stage="plan", plan_round=s.plan_round + 1, feedback=report.findings)
-    elif isinstance(report, CodeReviewVerdict):
+    elif isinstance(report, ev.CodeReviewVerdict):
         changes["in_flight"] = None
         if report.verdict == "approve":
             changes.update(stage=checks_stage(s.config), feedback=())
         else:
             changes.update(next_impl_round(s, report.findings))
-    elif isinstance(report, EscalationRaised):
+    elif isinstance(report, ev.EscalationRaised):
         # The phase runs again once answered: as its next attempt, not counted as failed.
         key = attempt_key(session.phase, session.round)
         asked = {**s.asked, key: s.asked.get(key, 0) + 1}
@@ -91,7 +83,7 @@ def checks_stage(config: Config) -> Stage:
 PRODUCERS = ("plan", "implement")
 
 
-def _spent(s: BuildState, session: OpenSession, p: SessionEnded) -> Changes:
+def _spent(s: BuildState, session: OpenSession, p: ev.SessionEnded) -> Changes:
     """Book a session's usage to its phase and role; remember a producer's session id."""
     family = session.phase.split(":", 1)[0]
     used = p.usage
@@ -105,7 +97,7 @@ def _spent(s: BuildState, session: OpenSession, p: SessionEnded) -> Changes:
         priced=role.priced + (1 if known else 0),
     )
     changes: Changes = {
-        "phase_usage": {**s.phase_usage, family: s.phase_usage.get(family, Usage()) + used},
+        "phase_usage": {**s.phase_usage, family: s.phase_usage.get(family, ev.Usage()) + used},
         "role_usage": {**s.role_usage, session.role: role},
     }
     unpriced = session.model or session.runtime

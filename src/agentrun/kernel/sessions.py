@@ -10,30 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from agentrun.events import (
-    AgentDone,
-    CodeReviewStarted,
-    CodeReviewVerdict,
-    EscalationRaised,
-    FinalizeCompleted,
-    FinalizeStarted,
-    FinalizeStepCompleted,
-    ImplementCompleted,
-    ImplementStarted,
-    PhaseFailed,
-    PlanReviewStarted,
-    PlanReviewVerdict,
-    PlanStarted,
-    PlanSubmitted,
-    ReconcileCompleted,
-    ReconcileStarted,
-    SessionEnded,
-    SessionStarted,
-    Usage,
-    VerifyCompleted,
-    VerifyStarted,
-    VerifyVerdict,
-)
+from agentrun import events as ev
 from agentrun.kernel.checks import finalize_ended
 from agentrun.kernel.decide import RunAgentVerify, RunFinalizeStep, RunPhase
 from agentrun.kernel.draft import Draft
@@ -69,13 +46,13 @@ def job_of(work: AgentWork, impl_round: int) -> SessionJob:
 
 def subject(report: Report) -> str:
     """The phase commit's subject line: what the agent reported."""
-    if isinstance(report, PlanReviewVerdict | CodeReviewVerdict):
+    if isinstance(report, ev.PlanReviewVerdict | ev.CodeReviewVerdict):
         if report.verdict == "approve":
             return "approve"
         return f"revise: {report.findings[0]}" if report.findings else "revise"
-    if isinstance(report, VerifyVerdict):
+    if isinstance(report, ev.VerifyVerdict):
         return report.verdict + (f": {report.reason}" if report.reason else "")
-    if isinstance(report, PlanSubmitted | AgentDone):
+    if isinstance(report, ev.PlanSubmitted | ev.AgentDone):
         return report.summary_text or report.type
     return report.type
 
@@ -84,16 +61,16 @@ def started_event(job: SessionJob) -> object:
     work = job.work
     if isinstance(work, RunPhase):
         starts = {
-            "plan": PlanStarted(round=job.round, feedback=job.feedback),
-            "plan-review": PlanReviewStarted(round=job.round),
-            "implement": ImplementStarted(round=job.round, feedback=job.feedback),
-            "code-review": CodeReviewStarted(round=job.round),
-            "reconcile": ReconcileStarted(round=job.round, base_sha=work.merge or ""),
+            "plan": ev.PlanStarted(round=job.round, feedback=job.feedback),
+            "plan-review": ev.PlanReviewStarted(round=job.round),
+            "implement": ev.ImplementStarted(round=job.round, feedback=job.feedback),
+            "code-review": ev.CodeReviewStarted(round=job.round),
+            "reconcile": ev.ReconcileStarted(round=job.round, base_sha=work.merge or ""),
         }
         return starts[work.phase]
     if isinstance(work, RunAgentVerify):
-        return VerifyStarted(step=work.step, round=job.round, attempt=job.attempt, kind="agent")
-    return FinalizeStarted(step=work.step, attempt=job.attempt)
+        return ev.VerifyStarted(step=work.step, round=job.round, attempt=job.attempt, kind="agent")
+    return ev.FinalizeStarted(step=work.step, attempt=job.attempt)
 
 
 def failed(
@@ -119,8 +96,8 @@ def failure(
     session: str | None = None,
     max_attempts: int = 0,
     guard: bool = False,
-) -> PhaseFailed:
-    return PhaseFailed(
+) -> ev.PhaseFailed:
+    return ev.PhaseFailed(
         phase=job.phase,
         round=job.round,
         attempt=job.attempt,
@@ -140,7 +117,7 @@ class Turn:
     session: str
     transcript: str  # the transcript's artifact name
     artifacts: Mapping[str, bytes] = field(default_factory=dict)
-    usage: Usage = field(default_factory=Usage)
+    usage: ev.Usage = field(default_factory=ev.Usage)
     runtime_session_id: str | None = None
 
 
@@ -169,7 +146,7 @@ def refused(job: SessionJob, error: str) -> list[Draft]:
 
 def merged(job: SessionJob, base: str, head: str) -> list[Draft]:
     """Reconcile merged the moved base cleanly: no agent is needed."""
-    done = ReconcileCompleted(round=job.round, base_sha=base, head=head)
+    done = ev.ReconcileCompleted(round=job.round, base_sha=base, head=head)
     return [begun(job), Draft(done)]
 
 
@@ -177,7 +154,7 @@ def session_started(
     job: SessionJob, session: str, runtime: str, model: str | None, substitution: str | None
 ) -> Draft:
     return Draft(
-        SessionStarted(
+        ev.SessionStarted(
             session=session,
             role=job.role,
             runtime=runtime,
@@ -192,13 +169,13 @@ def session_started(
 def interrupted(job: SessionJob, session: str, why: str) -> list[Draft]:
     """Ctrl-C (or the runner stopping) ended the session: the attempt does not count."""
     return [
-        Draft(SessionEnded(session=session, outcome="interrupted", error=why)),
+        Draft(ev.SessionEnded(session=session, outcome="interrupted", error=why)),
         Draft(failure(job, f"interrupted by {why}", interrupted=True, session=session)),
     ]
 
 
 def aborted(turn: Turn) -> list[Draft]:
-    ended = SessionEnded(
+    ended = ev.SessionEnded(
         session=turn.session,
         outcome="aborted",
         transcript=turn.transcript,
@@ -210,7 +187,7 @@ def aborted(turn: Turn) -> list[Draft]:
 
 def commits(report: Report) -> bool:
     """Whether the report ends the phase with a commit (an escalation only parks it)."""
-    return not isinstance(report, EscalationRaised)
+    return not isinstance(report, ev.EscalationRaised)
 
 
 def succeeded(
@@ -218,7 +195,7 @@ def succeeded(
 ) -> list[Draft]:
     """The agent reported; ``head`` is the phase commit (None when ``commits`` is false),
     ``changed`` the paths an implement round changed since the base."""
-    ended = SessionEnded(
+    ended = ev.SessionEnded(
         session=turn.session,
         outcome="ok",
         transcript=turn.transcript,
@@ -231,16 +208,16 @@ def succeeded(
         return drafts
     work = job.work
     if isinstance(work, RunPhase) and work.merge:
-        drafts.append(Draft(ReconcileCompleted(round=job.round, base_sha=work.merge, head=head)))
+        drafts.append(Draft(ev.ReconcileCompleted(round=job.round, base_sha=work.merge, head=head)))
     elif isinstance(work, RunPhase) and work.phase == "implement":
-        text = report.summary_text if isinstance(report, AgentDone) else ""
-        completed = ImplementCompleted(
+        text = report.summary_text if isinstance(report, ev.AgentDone) else ""
+        completed = ev.ImplementCompleted(
             round=job.round, head=head, changed_paths=changed, summary_text=text
         )
         drafts.append(Draft(completed))
     elif isinstance(work, RunAgentVerify):
-        verdict = report if isinstance(report, VerifyVerdict) else None
-        completed_verify = VerifyCompleted(
+        verdict = report if isinstance(report, ev.VerifyVerdict) else None
+        completed_verify = ev.VerifyCompleted(
             step=work.step,
             round=job.round,
             attempt=job.attempt,
@@ -250,9 +227,9 @@ def succeeded(
         )
         drafts.append(Draft(completed_verify))
     elif isinstance(work, RunFinalizeStep):
-        drafts.append(Draft(FinalizeStepCompleted(step=work.step, ok=True, head=head)))
+        drafts.append(Draft(ev.FinalizeStepCompleted(step=work.step, ok=True, head=head)))
         if work.last:
-            drafts.append(Draft(FinalizeCompleted()))
+            drafts.append(Draft(ev.FinalizeCompleted()))
     return drafts
 
 
@@ -270,7 +247,7 @@ def session_failed(
     ``count`` False: the runtime was unavailable and an alternate takes the job over, so
     only the session is closed.
     """
-    ended = SessionEnded(
+    ended = ev.SessionEnded(
         session=turn.session,
         outcome="timeout" if cause == "timeout" else "failed",
         transcript=turn.transcript,

@@ -10,28 +10,20 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from agentrun import events as ev
 from agentrun.config import Config
-from agentrun.events import (
-    AgentDone,
-    CodeReviewVerdict,
-    EscalationRaised,
-    PlanReviewVerdict,
-    PlanSubmitted,
-    Usage,
-    VerifyVerdict,
-)
 
 Stage = Literal[
     "plan", "plan-review", "implement", "code-review", "reconcile", "verify", "finalize", "done"
 ]
 Status = Literal["running", "complete", "failed", "aborted"]
 Report = (
-    PlanSubmitted
-    | PlanReviewVerdict
-    | CodeReviewVerdict
-    | AgentDone
-    | VerifyVerdict
-    | EscalationRaised
+    ev.PlanSubmitted
+    | ev.PlanReviewVerdict
+    | ev.CodeReviewVerdict
+    | ev.AgentDone
+    | ev.VerifyVerdict
+    | ev.EscalationRaised
 )
 
 FEEDBACK_TAIL = 2000
@@ -84,13 +76,7 @@ class InFlight(_Frozen):
     started: datetime | None = None
 
 
-class Escalation(_Frozen):
-    id: str
-    phase: str
-    round: int
-    source: Literal["agent", "policy"]
-    cause: str
-    question: str
+class Escalation(ev.Question):
     answer: str | None = None
     by: str | None = None
 
@@ -166,8 +152,8 @@ class BuildState(_Frozen):
     observations: tuple[str, ...] = ()
     proposal: Proposal | None = None
     published_head: str | None = None
-    usage: Usage = Usage()
-    phase_usage: dict[str, Usage] = {}
+    usage: ev.Usage = ev.Usage()
+    phase_usage: dict[str, ev.Usage] = {}
     role_usage: dict[str, RoleUsage] = {}
     unpriced_models: tuple[str, ...] = ()
     active_seconds: float = 0.0

@@ -10,16 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from agentrun import events as ev
 from agentrun.errors import VerbError
-from agentrun.events import (
-    AgentActor,
-    AgentDone,
-    CodeReviewVerdict,
-    EscalationRaised,
-    PlanReviewVerdict,
-    PlanSubmitted,
-    VerifyVerdict,
-)
 from agentrun.kernel.decide import next_escalation_id
 from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import BuildState
@@ -90,19 +82,19 @@ def verb_draft(
     whole event, but a secret cut in half would no longer be recognised).
     """
     role = state.session.role if state.session else env.family
-    actor = AgentActor(role=role, session=env.session)
+    actor = ev.AgentActor(role=role, session=env.session)
     verb = rep.verb
     if verb == "plan":
         if not rep.text.strip():
             raise VerbError("the plan is empty: write the plan to a file and pass its path")
         name = f"plan-r{env.round}.md"
         first = scrub(rep.text.strip().splitlines()[0])[:100]
-        payload: object = PlanSubmitted(session=env.session, plan=name, summary_text=first)
+        payload: object = ev.PlanSubmitted(session=env.session, plan=name, summary_text=first)
         return Draft(payload, actor, {name: rep.text.encode()}), f"plan submitted ({name})"
     if verb in ("approve", "revise"):
         if verb == "revise" and not rep.findings:
             raise VerbError("`revise` needs at least one --finding saying what to change")
-        model = PlanReviewVerdict if env.family == "plan-review" else CodeReviewVerdict
+        model = ev.PlanReviewVerdict if env.family == "plan-review" else ev.CodeReviewVerdict
         payload = model(
             session=env.session,
             round=env.round,
@@ -111,18 +103,20 @@ def verb_draft(
         )
         return Draft(payload, actor), f"verdict recorded: {verb}"
     if verb == "done":
-        return Draft(AgentDone(session=env.session, summary_text=rep.text), actor), "done recorded"
+        return Draft(
+            ev.AgentDone(session=env.session, summary_text=rep.text), actor
+        ), "done recorded"
     if verb in ("pass", "fail"):
         if verb == "fail" and not rep.text.strip():
             raise VerbError("`fail` needs --reason saying what is wrong")
-        payload = VerifyVerdict(
+        payload = ev.VerifyVerdict(
             session=env.session, verdict="pass" if verb == "pass" else "fail", reason=rep.text
         )
         return Draft(payload, actor), f"verify verdict recorded: {verb}"
     if not rep.text.strip():
         raise VerbError("`escalate` needs the question to ask")
     esc_id = next_escalation_id(state)
-    payload = EscalationRaised(
+    payload = ev.EscalationRaised(
         id=esc_id,
         phase=env.phase,
         round=env.round,

@@ -29,16 +29,13 @@ from agentrun.events import (
 from agentrun.kernel import runner as kernel_runner
 from agentrun.kernel.decide import (
     Acknowledge,
-    Complete,
     Decision,
-    Fail,
     Publish,
-    RaiseEscalation,
+    Recorded,
     RunAgentVerify,
     RunCheck,
     RunFinalizeStep,
     RunPhase,
-    SkipVerify,
     Wait,
     decide,
 )
@@ -189,8 +186,8 @@ class Runner:
         sessions: SessionRunner,
         publisher: Publisher,
     ) -> None:
-        made = kernel_runner.made(build.state, decision, self.instance)
-        if made is not None:
+        if isinstance(decision, Recorded):
+            made = kernel_runner.made(build.state, decision, self.instance)
             # An acknowledgement is a fact; the rest were decided from this very state.
             build.append(made, fact=isinstance(decision, Acknowledge))
         elif isinstance(decision, RunPhase | RunAgentVerify):
@@ -216,10 +213,8 @@ class Runner:
                 publisher.publish(decision.operation)
             except ForgeError as exc:
                 build.append([kernel_runner.setup_failed(f"forge: {exc}")])
-        elif isinstance(
-            decision, Wait | Acknowledge | SkipVerify | RaiseEscalation | Complete | Fail
-        ):
-            pass  # nothing to run: ``made`` recorded what they make
+        elif isinstance(decision, Wait):
+            pass  # ``_loop`` returns on a wait before it executes anything
         else:
             assert_never(decision)
 

@@ -21,11 +21,8 @@ from agentrun.agent.outbox import Drainer, drain
 from agentrun.errors import GuardError, LeaseLostError, RuntimeSetupError
 from agentrun.gitrepo import common_dir
 from agentrun.kernel import sessions as record
-from agentrun.kernel.decide import (
-    RunPhase,
-    remaining_budget,
-    remaining_wall_seconds,
-)
+from agentrun.kernel.budget import remaining_budget, remaining_wall_seconds
+from agentrun.kernel.decide import RunPhase
 from agentrun.kernel.session_end import PRODUCERS
 from agentrun.kernel.sessions import AgentWork, SessionJob, Turn, job_of, subject
 from agentrun.kernel.state import BuildState, Report
