@@ -2,9 +2,9 @@
 
 ``openai`` (chat completions) and ``anthropic`` (Messages) differ only in how a request
 is shaped and a stream is read; that is a :class:`~agentrun.runtimes.wire.Wire`.
-Everything else is here: the
-API key, retries with backoff, the session budget and cancel, the tools, usage and
-the transcript. httpx is imported inside the functions that talk to the network.
+Everything else is here: the API key, retries with backoff, the session budget and
+cancel, the tools, usage and the transcript. httpx is imported inside the functions
+that talk to the network.
 
 The conversation lives in this process's memory: ``runtime_session_id`` is our own id,
 and a later session that names it in ``resume_from`` continues it only within the
