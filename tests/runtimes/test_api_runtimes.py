@@ -42,7 +42,7 @@ from agentrun.runtimes.base import (
 )
 from agentrun.runtimes.failures import BadReply, IncompleteStream
 from agentrun.runtimes.openai import ChatCompletions
-from agentrun.runtimes.toolloop import Call, StreamFailure, sse
+from agentrun.runtimes.wire import Call, StreamFailure, sse
 from agentrun.store.log import EventLog
 
 KINDS = ["openai", "anthropic"]

@@ -15,9 +15,11 @@ from runner.helpers import configure, payloads
 
 from agentrun.commands.build import create_build, run_build
 from agentrun.errors import GuardError
-from agentrun.runtimes import tools
+from agentrun.runtimes import tool_catalog, tools
 from agentrun.runtimes.base import SessionControl, SessionSpec
-from agentrun.runtimes.tools import Toolbox, confined, tool_specs
+from agentrun.runtimes.confine import confined
+from agentrun.runtimes.tool_catalog import tool_specs
+from agentrun.runtimes.tools import Toolbox
 
 
 def spec(
@@ -76,7 +78,12 @@ def test_each_phase_gets_its_verbs(phase: str, verbs: list[str]) -> None:
 
 
 def test_schemas_suit_both_wire_formats() -> None:
-    every = [*tools.FILE_TOOLS, tools.SHELL, tools.CONTEXT, *tools.VERB_TOOLS.values()]
+    every = [
+        *tool_catalog.FILE_TOOLS,
+        tool_catalog.SHELL,
+        tool_catalog.CONTEXT,
+        *tool_catalog.VERB_TOOLS.values(),
+    ]
     assert len({s.name for s in every}) == len(every)
     for tool in every:
         assert re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", tool.name)

@@ -1,4 +1,5 @@
-"""What the ``claude``, ``codex`` and ``aider`` runtimes share.
+"""What the ``claude``, ``codex`` and ``aider`` runtimes share (``command`` too runs its
+program through :func:`run_cli` and :func:`stopped`).
 
 Each runs a real CLI as a subprocess in the build's worktree, through
 :func:`agentrun.procs.run_tree` (its own session, the whole tree ended on timeout,
@@ -17,12 +18,11 @@ import re
 import shutil
 import subprocess
 import threading
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from agentrun import procs
 from agentrun.config import RuntimeConfig
@@ -35,10 +35,10 @@ from agentrun.runtimes.base import (
     Handle,
     Probe,
     SessionControl,
-    SessionSpec,
-    Transcript,
     TurnResult,
-    end_transcript,
+    TurnRuntime,
+    halted,
+    register,
 )
 from agentrun.runtimes.failures import describe, for_status
 
@@ -66,37 +66,85 @@ _UNAVAILABLE = re.compile(
 
 @dataclass
 class CliHandle(Handle):
-    """A CLI session: when it started, so that every turn shares one wall-clock budget."""
+    """A CLI session: how many turns it has had (the first continues ``resume_from``)."""
 
-    started: float = field(default_factory=time.monotonic)
-
-    def remaining(self) -> float:
-        return self.spec.budget_seconds - (time.monotonic() - self.started)
+    turns: int = 0
 
 
-class CliRuntime(ABC):
-    """What the CLI runtimes share: a session is a handle and turns of the CLI."""
+@dataclass(frozen=True)
+class CliTurn:
+    """One turn of a CLI runtime: the binary found, its environment, the CLI session to
+    continue (None: a new one)."""
 
-    def __init__(self, name: str, config: RuntimeConfig) -> None:
-        self.name = name
-        self.config = config
+    handle: CliHandle
+    control: SessionControl
+    binary: str
+    env: dict[str, str]
+    prompt: str
+    resume: str | None
 
-    def start(self, spec: SessionSpec, control: SessionControl) -> tuple[Handle, TurnResult]:
-        handle = CliHandle(spec)
-        return handle, self._turn(handle, spec.prompt, control, spec.resume_from)
+    def run(
+        self,
+        argv: list[str],
+        on_line: Callable[[str], None],
+        stdin_text: str | None = None,
+        cancel: threading.Event | None = None,
+    ) -> procs.Finished | TurnResult:
+        return run_cli(argv, self.handle, self.control, self.env, on_line, stdin_text, cancel)
 
-    def resume(self, handle: Handle, message: str, control: SessionControl) -> TurnResult:
+
+class CliRuntime(TurnRuntime):
+    """What the CLI runtimes share: find the CLI, then run it once a turn, continuing the
+    CLI's own session (the one ``resume_from`` names at first, then its own)."""
+
+    binary: ClassVar[str]  # the executable's name on PATH, unless config ``binary`` says
+    hint: ClassVar[str]  # how to install it, for a missing binary
+    handle_type = CliHandle
+
+    def _turn(self, handle: Handle, prompt: str, control: SessionControl) -> TurnResult:
         assert isinstance(handle, CliHandle)
-        return self._turn(handle, message, control, handle.runtime_session_id)
-
-    def end(self, handle: Handle) -> Transcript:
-        return end_transcript(handle)
+        resume = handle.spec.resume_from if handle.turns == 0 else handle.runtime_session_id
+        handle.turns += 1
+        env = self.environment(handle.spec)
+        binary = locate(self.config, self.binary, env.get("PATH"))
+        if binary is None:
+            name = self.config.binary or self.binary
+            error = f"{name} not found on PATH; {self.hint}"
+            handle.transcript.append(f"[agentrun] {error}\n")
+            return TurnResult(ok=False, cause=UNAVAILABLE, error=error, permanent=True)
+        return self._run(CliTurn(handle, control, binary, env, prompt, resume))
 
     @abstractmethod
-    def _turn(
-        self, handle: CliHandle, prompt: str, control: SessionControl, resume: str | None
-    ) -> TurnResult:
-        """Run the CLI once: a new session, or ``resume`` the CLI's own session id."""
+    def _run(self, turn: CliTurn) -> TurnResult:
+        """Run the CLI for one turn: a new session, or continue ``turn.resume``."""
+
+
+def register_cli(kind: str, runtime: type[CliRuntime]) -> None:
+    """Register a CLI runtime kind; ``doctor`` probes its binary's ``--version``."""
+
+    def probe(config: RuntimeConfig, environ: Mapping[str, str]) -> Probe:
+        return probe_cli(config, environ, runtime.binary, runtime.hint)
+
+    register(kind, runtime, probe)
+
+
+class JsonLines(ABC):
+    """A CLI's JSON-lines stream read as it comes; a stray line goes to the transcript as is."""
+
+    def __init__(self, handle: Handle, control: SessionControl) -> None:
+        self.handle = handle
+        self.control = control
+
+    def line(self, raw: str) -> None:
+        event = json_object(raw)
+        if event is not None:
+            self.event(event)
+        elif raw.strip():
+            self.handle.transcript.append(raw + "\n")
+
+    @abstractmethod
+    def event(self, event: dict[str, Any]) -> None:
+        """One object of the stream."""
 
 
 def locate(config: RuntimeConfig, default: str, path: str | None) -> str | None:
@@ -105,11 +153,6 @@ def locate(config: RuntimeConfig, default: str, path: str | None) -> str | None:
     if os.sep in name:
         return name if os.access(name, os.X_OK) and not os.path.isdir(name) else None
     return shutil.which(name, path=path)
-
-
-def runtime_env(spec: SessionSpec, config: RuntimeConfig) -> dict[str, str]:
-    """The session's environment (built by the runner), then the runtime's own ``env``."""
-    return {**spec.env, **config.env}
 
 
 def probe_cli(config: RuntimeConfig, environ: Mapping[str, str], default: str, hint: str) -> Probe:
@@ -135,13 +178,6 @@ def probe_cli(config: RuntimeConfig, environ: Mapping[str, str], default: str, h
     return Probe(True, f"{first[0]} at {found}")
 
 
-def missing_binary(config: RuntimeConfig, default: str, hint: str) -> TurnResult:
-    name = config.binary or default
-    return TurnResult(
-        ok=False, cause=UNAVAILABLE, error=f"{name} not found on PATH; {hint}", permanent=True
-    )
-
-
 class EitherEvent(threading.Event):
     """Set here (the adapter gives up on the CLI), or through ``other`` (the runner's cancel)."""
 
@@ -155,14 +191,15 @@ class EitherEvent(threading.Event):
 
 def run_cli(
     argv: list[str],
-    handle: CliHandle,
+    handle: Handle,
     control: SessionControl,
     env: dict[str, str],
     on_line: Callable[[str], None],
     stdin_text: str | None = None,
     cancel: threading.Event | None = None,
 ) -> procs.Finished | TurnResult:
-    """Run one CLI process in the worktree; a program that cannot start is ``unavailable``."""
+    """Run one agent process in the worktree, for what is left of the session's budget; a
+    program that cannot start is ``unavailable``."""
     try:
         return procs.run_tree(
             argv,
@@ -181,17 +218,14 @@ def run_cli(
         return TurnResult(ok=False, error=error, permanent=True, cause=UNAVAILABLE)
 
 
-def stopped(done: procs.Finished, handle: CliHandle, usage: Usage) -> TurnResult | None:
+def stopped(done: procs.Finished, handle: Handle, usage: Usage) -> TurnResult | None:
     """The result of a run that was ended from outside (budget, abort), else None."""
-    if done.timed_out:
-        budget = handle.spec.budget_seconds
-        error = f"the session ran past its budget of {budget:g}s; its process tree was ended"
-        handle.transcript.append(f"[agentrun] {error}\n")
-        return TurnResult(ok=False, usage=usage, cause=TIMEOUT, error=error)
-    if done.cancelled:
-        handle.transcript.append("[agentrun] session cancelled\n")
-        return TurnResult(ok=False, usage=usage, cause=ABORTED, error="session cancelled")
-    return None
+    if not (done.timed_out or done.cancelled):
+        return None
+    cause = TIMEOUT if done.timed_out else ABORTED
+    result = halted(handle.spec, cause, usage, "; its process tree was ended")
+    handle.transcript.append(f"[agentrun] {result.error}\n")
+    return result
 
 
 def failed(

@@ -42,41 +42,28 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
-from collections.abc import Mapping
 from pathlib import Path
 
 import pygit2
 
 from agentrun import procs
 from agentrun.agent.verbs import report
-from agentrun.config import RuntimeConfig
 from agentrun.errors import AgentrunError, VerbError
 from agentrun.events import Usage
 from agentrun.kernel.verbs import AgentEnv, VerbReport
 from agentrun.runtimes.agent_cli import (
     CliHandle,
     CliRuntime,
+    CliTurn,
     EitherEvent,
     failed,
-    locate,
-    missing_binary,
     one_line,
-    probe_cli,
-    run_cli,
-    runtime_env,
+    register_cli,
     scratch_dir,
     stopped,
 )
-from agentrun.runtimes.base import (
-    Probe,
-    SessionControl,
-    TurnResult,
-    key_variable,
-    register,
-)
+from agentrun.runtimes.base import TurnResult, key_variable
 
-BINARY = "aider"
-HINT = "install it with `pipx install aider-chat` or set `binary`"
 FLAGS = (
     "--yes-always",
     "--no-auto-commits",
@@ -169,6 +156,9 @@ def _count(text: str) -> int:
 
 
 class AiderRuntime(CliRuntime):
+    binary = "aider"
+    hint = "install it with `pipx install aider-chat` or set `binary`"
+
     def argv(self, binary: str, message: Path, history: Path) -> list[str]:
         argv = [binary, "--message-file", str(message), *FLAGS]
         argv += ["--chat-history-file", str(history)]
@@ -179,22 +169,15 @@ class AiderRuntime(CliRuntime):
             argv += ["--model", self.config.model]
         return argv + list(self.config.extra_args)
 
-    def _turn(
-        self, handle: CliHandle, prompt: str, control: SessionControl, resume: str | None
-    ) -> TurnResult:
+    def _run(self, turn: CliTurn) -> TurnResult:
+        handle, control, resume = turn.handle, turn.control, turn.resume
         spec = handle.spec
-        env = runtime_env(spec, self.config)
-        binary = locate(self.config, BINARY, env.get("PATH"))
-        if binary is None:
-            result = missing_binary(self.config, BINARY, HINT)
-            handle.transcript.append(f"[agentrun] {result.error}\n")
-            return result
         folder = scratch_dir(spec.workdir, "aider")
         history = folder / f"{spec.session}.chat.md"
         turns = len(list(folder.glob(f"{spec.session}.prompt-*.md")))
         message = folder / f"{spec.session}.prompt-{turns + 1}.md"
-        message.write_text(prompt + INSTRUCTIONS, encoding="utf-8")
-        argv = self.argv(binary, message, history)
+        message.write_text(turn.prompt + INSTRUCTIONS, encoding="utf-8")
+        argv = self.argv(turn.binary, message, history)
         if resume:
             argv[1:1] = self._restore(handle, folder, history, resume)
         caches = set(spec.workdir.glob(_TAGS_CACHE))
@@ -211,7 +194,7 @@ class AiderRuntime(CliRuntime):
                 if retries > self.config.max_retries:
                     give_up.set()  # aider would back off for a minute more; let an alternate in
 
-        done = run_cli(argv, handle, control, env, line, cancel=give_up)
+        done = turn.run(argv, line, cancel=give_up)
         for cache in set(spec.workdir.glob(_TAGS_CACHE)) - caches:
             shutil.rmtree(cache, ignore_errors=True)  # aider's, not the build's
         handle.runtime_session_id = str(history.relative_to(spec.workdir))
@@ -269,8 +252,4 @@ class AiderRuntime(CliRuntime):
         return key_variable(self.config)
 
 
-def probe(config: RuntimeConfig, environ: Mapping[str, str]) -> Probe:
-    return probe_cli(config, environ, BINARY, HINT)
-
-
-register("aider", AiderRuntime, probe)
+register_cli("aider", AiderRuntime)

@@ -13,15 +13,9 @@ from typing import Any
 
 from agentrun.events import Usage
 from agentrun.runtimes import failures
-from agentrun.runtimes.toolloop import (
-    Call,
-    Message,
-    Reply,
-    StreamFailure,
-    loads,
-    register_wire,
-)
-from agentrun.runtimes.tools import ToolResult, ToolSpec
+from agentrun.runtimes.tool_catalog import ToolResult, ToolSpec
+from agentrun.runtimes.toolloop import register_wire
+from agentrun.runtimes.wire import Call, Message, Reply, StreamFailure, loads
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import importlib
 import threading
+import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from agentrun import procs
 from agentrun.config import RuntimeConfig
@@ -81,6 +83,11 @@ class Handle:
     spec: SessionSpec
     transcript: list[str] = field(default_factory=list)
     runtime_session_id: str | None = None
+    started: float = field(default_factory=time.monotonic)
+
+    def remaining(self) -> float:
+        """Seconds left of the session's wall-clock budget, counted from its start."""
+        return self.spec.budget_seconds - (time.monotonic() - self.started)
 
 
 @dataclass(frozen=True)
@@ -102,6 +109,49 @@ class Runtime(Protocol):
 
     def end(self, handle: Handle) -> Transcript:
         """Close the session; the transcript goes into the log."""
+
+
+class TurnRuntime(ABC):
+    """What every runtime kind shares: a session is a handle and turns of one ``_turn``."""
+
+    handle_type: ClassVar[type[Handle]] = Handle  # what ``open`` makes, unless a kind overrides it
+
+    def __init__(self, name: str, config: RuntimeConfig) -> None:
+        self.name = name
+        self.config = config
+
+    def start(self, spec: SessionSpec, control: SessionControl) -> tuple[Handle, TurnResult]:
+        handle = self.open(spec, control)
+        return handle, self._turn(handle, spec.prompt, control)
+
+    def resume(self, handle: Handle, message: str, control: SessionControl) -> TurnResult:
+        return self._turn(handle, message, control)
+
+    def end(self, handle: Handle) -> Transcript:
+        return Transcript("".join(handle.transcript), handle.runtime_session_id)
+
+    def environment(self, spec: SessionSpec) -> dict[str, str]:
+        """The session's environment (built by the runner), then the runtime's own ``env``."""
+        return {**spec.env, **self.config.env}
+
+    def open(self, spec: SessionSpec, control: SessionControl) -> Handle:
+        """The session's handle, before its first turn."""
+        return self.handle_type(spec)
+
+    @abstractmethod
+    def _turn(self, handle: Handle, prompt: str, control: SessionControl) -> TurnResult:
+        """Run one turn of the session: the first with the phase prompt, then each message."""
+
+
+def halted(
+    spec: SessionSpec, cause: str, usage: Usage | None = None, detail: str = ""
+) -> TurnResult:
+    """A turn ended from outside: cancelled (``ABORTED``) or past its budget (``TIMEOUT``)."""
+    if cause == ABORTED:
+        error = "session cancelled"
+    else:
+        error = f"the session ran past its budget of {spec.budget_seconds:g}s{detail}"
+    return TurnResult(ok=False, usage=usage or Usage(), error=error, cause=cause)
 
 
 @dataclass(frozen=True)
@@ -182,7 +232,3 @@ def make_runtime(name: str, config: RuntimeConfig) -> Runtime:
         return _KINDS[config.kind](name, config)
     except KeyError:
         raise RuntimeSetupError(f"runtime {name!r} has unknown kind {config.kind!r}") from None
-
-
-def end_transcript(handle: Handle) -> Transcript:
-    return Transcript("".join(handle.transcript), handle.runtime_session_id)

@@ -27,47 +27,33 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentrun import procs
-from agentrun.config import RuntimeConfig
 from agentrun.events import Usage
 from agentrun.runtimes.agent_cli import (
     CliHandle,
     CliRuntime,
+    CliTurn,
     EitherEvent,
+    JsonLines,
     clip,
     failed,
     indent,
     integer,
-    json_object,
-    locate,
-    missing_binary,
     one_line,
-    probe_cli,
-    run_cli,
-    runtime_env,
+    register_cli,
     stopped,
 )
-from agentrun.runtimes.base import (
-    BUDGET,
-    Handle,
-    Probe,
-    SessionControl,
-    TurnResult,
-    register,
-)
+from agentrun.runtimes.base import BUDGET, Handle, SessionControl, SessionSpec, TurnResult
 
-BINARY = "claude"
-HINT = "install it with `npm install -g @anthropic-ai/claude-code` or set `binary`"
 KEY_VAR = "ANTHROPIC_API_KEY"
 DEFAULT_TOOLS = ("Bash", "Read", "Edit", "Write", "Glob", "Grep")
 SESSION_GONE = "No conversation found with session ID"
 
 
-class ClaudeStream:
+class ClaudeStream(JsonLines):
     """Reads ``stream-json`` lines as they come: transcript, activity, session id, result."""
 
     def __init__(self, handle: Handle, control: SessionControl) -> None:
-        self.handle = handle
-        self.control = control
+        super().__init__(handle, control)
         self.result: dict[str, Any] | None = None
         self.session_id: str | None = None
         # Usage as the model's answers come (one entry per message id: each content
@@ -80,13 +66,8 @@ class ClaudeStream:
     def seen(self) -> Usage:
         return sum(self.answers.values(), Usage())
 
-    def line(self, raw: str) -> None:
-        event = json_object(raw)
+    def event(self, event: dict[str, Any]) -> None:
         say = self.handle.transcript.append
-        if event is None:
-            if raw.strip():
-                say(raw + "\n")
-            return
         sid = event.get("session_id")
         if isinstance(sid, str) and sid:
             self.session_id = sid
@@ -166,6 +147,9 @@ def usage_of(result: Mapping[str, Any] | None) -> Usage:
 
 
 class ClaudeRuntime(CliRuntime):
+    binary = "claude"
+    hint = "install it with `npm install -g @anthropic-ai/claude-code` or set `binary`"
+
     def argv(self, binary: str, resume: str | None) -> list[str]:
         argv = [binary, "-p", "--output-format", "stream-json", "--verbose"]
         if self.config.model:
@@ -175,45 +159,33 @@ class ClaudeRuntime(CliRuntime):
             argv += ["--resume", resume]
         return argv + list(self.config.extra_args)
 
-    def _turn(
-        self, handle: CliHandle, prompt: str, control: SessionControl, resume: str | None
-    ) -> TurnResult:
+    def environment(self, spec: SessionSpec) -> dict[str, str]:
         # Claude Code retries 10 times by default, backing off for minutes: use the
         # runtime's `max_retries` unless the environment says otherwise.
         env = {"CLAUDE_CODE_MAX_RETRIES": str(self.config.max_retries)}
-        env |= runtime_env(handle.spec, self.config)
-        binary = locate(self.config, BINARY, env.get("PATH"))
-        if binary is None:
-            result = missing_binary(self.config, BINARY, HINT)
-            handle.transcript.append(f"[agentrun] {result.error}\n")
-            return result
+        return env | super().environment(spec)
+
+    def _run(self, turn: CliTurn) -> TurnResult:
+        handle, resume = turn.handle, turn.resume
         if resume:
             handle.transcript.append(f"[agentrun] continuing Claude Code session {resume}\n")
-        stream = ClaudeStream(handle, control)
-        done = self._run(binary, resume, handle, control, env, stream, prompt)
+        stream, done = self._once(turn, resume)
         if resume and isinstance(done, procs.Finished) and _session_gone(stream):
             handle.transcript.append(f"[agentrun] session {resume} is gone here; starting fresh\n")
-            stream = ClaudeStream(handle, control)
-            done = self._run(binary, None, handle, control, env, stream, prompt)
+            stream, done = self._once(turn, None)
         if stream.session_id:
             handle.runtime_session_id = stream.session_id
         if isinstance(done, TurnResult):
             return done
         return _outcome(done, handle, stream, self.config.api_key_env or KEY_VAR)
 
-    def _run(
-        self,
-        binary: str,
-        resume: str | None,
-        handle: CliHandle,
-        control: SessionControl,
-        env: dict[str, str],
-        stream: ClaudeStream,
-        prompt: str,
-    ) -> procs.Finished | TurnResult:
-        stream.stop = EitherEvent(control.cancel)
-        argv = self.argv(binary, resume)
-        return run_cli(argv, handle, control, env, stream.line, prompt, stream.stop)
+    def _once(
+        self, turn: CliTurn, resume: str | None
+    ) -> tuple[ClaudeStream, procs.Finished | TurnResult]:
+        stream = ClaudeStream(turn.handle, turn.control)
+        stream.stop = EitherEvent(turn.control.cancel)
+        argv = self.argv(turn.binary, resume)
+        return stream, turn.run(argv, stream.line, turn.prompt, stream.stop)
 
 
 def _errors(result: Mapping[str, Any]) -> list[str]:
@@ -258,8 +230,4 @@ def _outcome(
     return TurnResult(ok=True, text=text, usage=usage)
 
 
-def probe(config: RuntimeConfig, environ: Mapping[str, str]) -> Probe:
-    return probe_cli(config, environ, BINARY, HINT)
-
-
-register("claude", ClaudeRuntime, probe)
+register_cli("claude", ClaudeRuntime)

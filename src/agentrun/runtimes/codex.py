@@ -45,53 +45,37 @@ from agentrun.events import Usage
 from agentrun.runtimes.agent_cli import (
     CliHandle,
     CliRuntime,
+    CliTurn,
+    JsonLines,
     clip,
     failed,
     indent,
     integer,
     json_object,
-    locate,
-    missing_binary,
     one_line,
-    probe_cli,
-    run_cli,
-    runtime_env,
+    register_cli,
     stopped,
 )
-from agentrun.runtimes.base import (
-    Handle,
-    Probe,
-    SessionControl,
-    TurnResult,
-    register,
-)
+from agentrun.runtimes.base import Handle, SessionControl, TurnResult
 
-BINARY = "codex"
-HINT = "install it with `npm install -g @openai/codex` or set `binary`"
 DEFAULT_KEY_VAR = "OPENAI_API_KEY"
 SETTINGS = ("allow_login_shell=false", "features.unbounded_connection_retries=false")
 THREAD_GONE = "no rollout found"
 
 
-class CodexStream:
+class CodexStream(JsonLines):
     """Reads ``codex exec --json`` lines as they come."""
 
     def __init__(self, handle: Handle, control: SessionControl) -> None:
-        self.handle = handle
-        self.control = control
+        super().__init__(handle, control)
         self.thread_id: str | None = None
         self.usage: dict[str, Any] | None = None
         self.failure: str | None = None
         self.errors: list[str] = []
         self.last_message = ""
 
-    def line(self, raw: str) -> None:
-        event = json_object(raw)
+    def event(self, event: dict[str, Any]) -> None:
         say = self.handle.transcript.append
-        if event is None:
-            if raw.strip():
-                say(raw + "\n")
-            return
         kind = event.get("type")
         if kind == "thread.started":
             self.thread_id = str(event.get("thread_id") or "") or None
@@ -167,6 +151,9 @@ def thread_totals(env: Mapping[str, str], thread_id: str) -> tuple[int, int]:
 
 
 class CodexRuntime(CliRuntime):
+    binary = "codex"
+    hint = "install it with `npm install -g @openai/codex` or set `binary`"
+
     def argv(self, binary: str, resume: str | None, isolated: bool = False) -> list[str]:
         # Isolated by agentrun (bubblewrap or an unprivileged account), Codex's own
         # sandbox cannot start inside ours (its bubblewrap needs namespaces we take away),
@@ -180,37 +167,31 @@ class CodexRuntime(CliRuntime):
         argv += list(self.config.extra_args)
         return argv + (["resume", resume, "-"] if resume else ["-"])
 
-    def _turn(
-        self, handle: CliHandle, prompt: str, control: SessionControl, resume: str | None
-    ) -> TurnResult:
-        env = runtime_env(handle.spec, self.config)
-        binary = locate(self.config, BINARY, env.get("PATH"))
-        if binary is None:
-            result = missing_binary(self.config, BINARY, HINT)
-            handle.transcript.append(f"[agentrun] {result.error}\n")
-            return result
+    def _run(self, turn: CliTurn) -> TurnResult:
+        handle, resume = turn.handle, turn.resume
         before = (0, 0)
         if resume:
             handle.transcript.append(f"[agentrun] continuing Codex thread {resume}\n")
-            before = thread_totals(env, resume)
-        stream = CodexStream(handle, control)
-        isolated = handle.spec.sandbox is not None
-        done = run_cli(
-            self.argv(binary, resume, isolated), handle, control, env, stream.line, prompt
-        )
+            before = thread_totals(turn.env, resume)
+        stream, done = self._once(turn, resume)
         if resume and isinstance(done, procs.Finished) and _thread_gone(done, stream):
             handle.transcript.append(f"[agentrun] thread {resume} is gone here; starting fresh\n")
             before = (0, 0)
-            stream = CodexStream(handle, control)
-            done = run_cli(
-                self.argv(binary, None, isolated), handle, control, env, stream.line, prompt
-            )
+            stream, done = self._once(turn, None)
         if stream.thread_id:
             handle.runtime_session_id = stream.thread_id
         self._drain_outbox(handle)
         if isinstance(done, TurnResult):
             return done
         return self._outcome(done, handle, stream, before)
+
+    def _once(
+        self, turn: CliTurn, resume: str | None
+    ) -> tuple[CodexStream, procs.Finished | TurnResult]:
+        stream = CodexStream(turn.handle, turn.control)
+        isolated = turn.handle.spec.sandbox is not None
+        argv = self.argv(turn.binary, resume, isolated)
+        return stream, turn.run(argv, stream.line, turn.prompt)
 
     def _drain_outbox(self, handle: CliHandle) -> None:
         spec = handle.spec
@@ -262,8 +243,4 @@ def _key_var(problem: str, config: RuntimeConfig) -> str:
     return config.api_key_env or f"{DEFAULT_KEY_VAR} (or run `codex login`)"
 
 
-def probe(config: RuntimeConfig, environ: Mapping[str, str]) -> Probe:
-    return probe_cli(config, environ, BINARY, HINT)
-
-
-register("codex", CodexRuntime, probe)
+register_cli("codex", CodexRuntime)

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from typing import TypeVar
 
 from agentrun.runtimes.base import AUTH, UNAVAILABLE
 
@@ -22,6 +24,7 @@ from agentrun.runtimes.base import AUTH, UNAVAILABLE
 REQUEST, STREAM, CONFIG = "request", "stream", "config"
 BACKOFF_BASE = 0.5
 BACKOFF_CAP = 30.0
+K = TypeVar("K")
 
 
 @dataclass(frozen=True)
@@ -37,28 +40,33 @@ class Failure:
     hint: str
 
 
+def _rows(table: Mapping[K, tuple[str, int, int, str, str]]) -> dict[K, Failure]:
+    """A table written as rows of (kind, retryable, permanent, cause, hint); 1/0: yes/no."""
+    return {
+        key: Failure(kind, bool(retry), bool(permanent), cause, hint)
+        for key, (kind, retry, permanent, cause, hint) in table.items()
+    }
+
+
 # Columns: kind, retryable, permanent, cause, hint ({key}: the key variable, {url}: the
 # endpoint). 1/0 read as yes/no.
 # fmt: off
-STATUS: dict[int, Failure] = {
-    code: Failure(kind, bool(retry), bool(permanent), cause, hint)
-    for code, (kind, retry, permanent, cause, hint) in {
-        400: ("bad-request",     0, 0, REQUEST,     "the provider refused the request"),
-        401: ("auth",            0, 1, AUTH,        "the API key was refused: check {key}"),
-        403: ("forbidden",       0, 1, AUTH,        "the key in {key} may not use this model"),
-        404: ("not-found",       0, 1, CONFIG,      "check `model` and `base_url`"),
-        408: ("request-timeout", 1, 0, UNAVAILABLE, "the provider timed out"),
-        409: ("conflict",        1, 0, UNAVAILABLE, "the provider reported a conflict"),
-        413: ("too-large",       0, 0, REQUEST,     "the conversation is too large"),
-        422: ("unprocessable",   0, 0, REQUEST,     "the provider refused the request"),
-        429: ("rate-limit",      1, 0, UNAVAILABLE, "rate limited: wait, or raise the limit"),
-        500: ("server",          1, 0, UNAVAILABLE, "the provider failed; try again later"),
-        502: ("bad-gateway",     1, 0, UNAVAILABLE, "the provider is unreachable right now"),
-        503: ("unavailable",     1, 0, UNAVAILABLE, "the provider is unavailable right now"),
-        504: ("gateway-timeout", 1, 0, UNAVAILABLE, "the provider timed out"),
-        529: ("overloaded",      1, 0, UNAVAILABLE, "the provider is overloaded; try later"),
-    }.items()
-}
+STATUS: dict[int, Failure] = _rows({
+    400: ("bad-request",     0, 0, REQUEST,     "the provider refused the request"),
+    401: ("auth",            0, 1, AUTH,        "the API key was refused: check {key}"),
+    403: ("forbidden",       0, 1, AUTH,        "the key in {key} may not use this model"),
+    404: ("not-found",       0, 1, CONFIG,      "check `model` and `base_url`"),
+    408: ("request-timeout", 1, 0, UNAVAILABLE, "the provider timed out"),
+    409: ("conflict",        1, 0, UNAVAILABLE, "the provider reported a conflict"),
+    413: ("too-large",       0, 0, REQUEST,     "the conversation is too large"),
+    422: ("unprocessable",   0, 0, REQUEST,     "the provider refused the request"),
+    429: ("rate-limit",      1, 0, UNAVAILABLE, "rate limited: wait, or raise the limit"),
+    500: ("server",          1, 0, UNAVAILABLE, "the provider failed; try again later"),
+    502: ("bad-gateway",     1, 0, UNAVAILABLE, "the provider is unreachable right now"),
+    503: ("unavailable",     1, 0, UNAVAILABLE, "the provider is unavailable right now"),
+    504: ("gateway-timeout", 1, 0, UNAVAILABLE, "the provider timed out"),
+    529: ("overloaded",      1, 0, UNAVAILABLE, "the provider is overloaded; try later"),
+})
 OTHER_4XX = Failure("client-error", False, False, REQUEST, "the provider refused the request")
 OTHER_5XX = Failure("server", True, False, UNAVAILABLE, "the provider failed; try again later")
 # A 429 that says the account is out of money: waiting will not help, an alternate may.
@@ -68,24 +76,21 @@ QUOTA_WORDS = ("insufficient_quota", "billing", "credit balance")
 # httpx exceptions by class name, matched along the MRO (so the most specific wins).
 # A stream cut in the middle is retryable: tools run only once a whole reply has
 # arrived, so a cut reply did nothing and the same request can be sent again.
-EXCEPTIONS: dict[str, Failure] = {
-    name: Failure(kind, bool(retry), bool(permanent), cause, hint)
-    for name, (kind, retry, permanent, cause, hint) in {
-        "UnsupportedProtocol": ("bad-url",         0, 1, CONFIG,      "use http(s):// in base_url"),
-        "ConnectTimeout":      ("connect-timeout", 1, 0, UNAVAILABLE, "{url} did not answer"),
-        "ConnectError":        ("connect",         1, 0, UNAVAILABLE, "is the endpoint {url} up?"),
-        "ProxyError":          ("proxy",           1, 0, UNAVAILABLE, "the proxy refused"),
-        "ReadTimeout":         ("read-timeout",    1, 0, UNAVAILABLE, "the model went silent"),
-        "WriteTimeout":        ("write-timeout",   1, 0, UNAVAILABLE, "sending timed out"),
-        "PoolTimeout":         ("pool-timeout",    1, 0, UNAVAILABLE, "no connection was free"),
-        "RemoteProtocolError": ("stream-cut",      1, 0, STREAM,      "the stream was cut"),
-        "ReadError":           ("stream-cut",      1, 0, STREAM,      "the connection broke"),
-        "IncompleteStream":    ("stream-cut",      1, 0, STREAM,      "the stream ended early"),
-        "BadReply":            ("bad-reply",       1, 0, STREAM,      "a reply not understood"),
-        "LocalProtocolError":  ("local-protocol",  0, 0, REQUEST,     "the request was invalid"),
-        "TransportError":      ("transport",       1, 0, UNAVAILABLE, "{url} is unreachable"),
-    }.items()
-}
+EXCEPTIONS: dict[str, Failure] = _rows({
+    "UnsupportedProtocol": ("bad-url",         0, 1, CONFIG,      "use http(s):// in base_url"),
+    "ConnectTimeout":      ("connect-timeout", 1, 0, UNAVAILABLE, "{url} did not answer"),
+    "ConnectError":        ("connect",         1, 0, UNAVAILABLE, "is the endpoint {url} up?"),
+    "ProxyError":          ("proxy",           1, 0, UNAVAILABLE, "the proxy refused"),
+    "ReadTimeout":         ("read-timeout",    1, 0, UNAVAILABLE, "the model went silent"),
+    "WriteTimeout":        ("write-timeout",   1, 0, UNAVAILABLE, "sending timed out"),
+    "PoolTimeout":         ("pool-timeout",    1, 0, UNAVAILABLE, "no connection was free"),
+    "RemoteProtocolError": ("stream-cut",      1, 0, STREAM,      "the stream was cut"),
+    "ReadError":           ("stream-cut",      1, 0, STREAM,      "the connection broke"),
+    "IncompleteStream":    ("stream-cut",      1, 0, STREAM,      "the stream ended early"),
+    "BadReply":            ("bad-reply",       1, 0, STREAM,      "a reply not understood"),
+    "LocalProtocolError":  ("local-protocol",  0, 0, REQUEST,     "the request was invalid"),
+    "TransportError":      ("transport",       1, 0, UNAVAILABLE, "{url} is unreachable"),
+})
 # fmt: on
 UNKNOWN = Failure("unknown", False, False, REQUEST, "an unexpected error")
 

@@ -34,16 +34,18 @@ from agentrun.errors import AgentrunError, GuardError, RuntimeSetupError
 from agentrun.events import Usage
 from agentrun.kernel.verbs import AgentEnv, VerbReport
 from agentrun.runtimes.base import (
+    ABORTED,
+    TIMEOUT,
     Handle,
     Probe,
     SessionControl,
     SessionSpec,
-    Transcript,
     TurnResult,
-    end_transcript,
+    TurnRuntime,
+    halted,
     register,
 )
-from agentrun.runtimes.tools import confined
+from agentrun.runtimes.confine import confined
 
 Verb = Literal["plan", "approve", "revise", "done", "pass", "fail", "escalate", "none"]
 DEFAULT_VERBS: dict[str, Verb] = {
@@ -106,25 +108,23 @@ def load_script(path: Path) -> Script:
         raise RuntimeSetupError(f"{path} at `{where}`: {err['msg']}") from None
 
 
-class ScriptRuntime:
+class ScriptRuntime(TurnRuntime):
+    """Plays the script's step for the phase; the prompt is not read, a message is noted."""
+
     def __init__(self, name: str, config: RuntimeConfig) -> None:
         assert config.script is not None
-        self.name = name
+        super().__init__(name, config)
         self.path = Path(config.script)
         self.model = config.model
 
-    def start(self, spec: SessionSpec, control: SessionControl) -> tuple[Handle, TurnResult]:
-        handle = Handle(spec, runtime_session_id=f"script:{spec.session}")
-        return handle, self._turn(handle, control)
+    def open(self, spec: SessionSpec, control: SessionControl) -> Handle:
+        return Handle(spec, runtime_session_id=f"script:{spec.session}")
 
     def resume(self, handle: Handle, message: str, control: SessionControl) -> TurnResult:
         handle.transcript.append(f"> {message}\n")
-        return self._turn(handle, control)
+        return super().resume(handle, message, control)
 
-    def end(self, handle: Handle) -> Transcript:
-        return end_transcript(handle)
-
-    def _turn(self, handle: Handle, control: SessionControl) -> TurnResult:
+    def _turn(self, handle: Handle, prompt: str, control: SessionControl) -> TurnResult:
         spec = handle.spec
         path = self.path if self.path.is_absolute() else spec.repo_root / self.path
         say = handle.transcript.append
@@ -152,14 +152,9 @@ class ScriptRuntime:
         if step.sleep:
             budget_left = spec.budget_seconds - (time.monotonic() - started)
             if control.cancel.wait(min(step.sleep, max(budget_left, 0))):
-                return TurnResult(ok=False, usage=usage, cause="aborted", error="session cancelled")
+                return halted(spec, ABORTED, usage)
             if step.sleep > budget_left:
-                return TurnResult(
-                    ok=False,
-                    usage=usage,
-                    cause="timeout",
-                    error=f"the session ran past its budget of {spec.budget_seconds:g}s",
-                )
+                return halted(spec, TIMEOUT, usage)
         if step.fail is not None:
             say(f"[script] failing: {step.fail}\n")
             return TurnResult(

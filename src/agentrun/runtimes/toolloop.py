@@ -1,9 +1,10 @@
 """The tool loop of the model-API runtimes: one loop, two wire adapters.
 
 ``openai`` (chat completions) and ``anthropic`` (Messages) differ only in how a request
-is shaped and a stream is read; that is a :class:`Wire`. Everything else is here: the
-API key, retries with backoff, the session budget and cancel, the tools, usage and
-the transcript. httpx is imported inside the functions that talk to the network.
+is shaped and a stream is read; that is a :class:`~agentrun.runtimes.wire.Wire`.
+Everything else is here: the API key, retries with backoff, the session budget and
+cancel, the tools, usage and the transcript. httpx is imported inside the functions
+that talk to the network.
 
 The conversation lives in this process's memory: ``runtime_session_id`` is our own id,
 and a later session that names it in ``resume_from`` continues it only within the
@@ -13,15 +14,14 @@ and the runner rehydrates the agent from the log's artifacts (DESIGN §12).
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from agentrun.config import RuntimeConfig
 from agentrun.errors import RuntimeSetupError
@@ -38,12 +38,15 @@ from agentrun.runtimes.base import (
     SessionSpec,
     Transcript,
     TurnResult,
-    end_transcript,
+    TurnRuntime,
+    halted,
     key_variable,
     register,
 )
 from agentrun.runtimes.failures import Failure
-from agentrun.runtimes.tools import VERB_TOOLS, Toolbox, ToolResult, ToolSpec, verbs_of
+from agentrun.runtimes.tool_catalog import VERB_TOOLS, ToolResult, verbs_of
+from agentrun.runtimes.tools import Toolbox
+from agentrun.runtimes.wire import Call, Message, Reply, StreamFailure, Wire, sse
 
 if TYPE_CHECKING:
     import httpx
@@ -54,7 +57,6 @@ PROBE_TIMEOUT = 5.0
 POLL_SECONDS = 0.05
 TRANSCRIPT_RESULT_CHARS = 2_000
 KEPT_CONVERSATIONS = 16
-Message = dict[str, Any]
 SYSTEM = """\
 You are a coding agent run by agentrun. Your working directory is a git worktree of the \
 repository; every path you give a tool is relative to its root. Use the tools to read, \
@@ -62,57 +64,6 @@ search and change files.{shell} Where the instructions say to run `git agentrun 
 <verb>`, call the tool of that name instead (`plan` is submit_plan). The verbs {verbs} \
 record your report and end your work on this phase: call exactly one of them, once, \
 when you are finished."""
-
-
-@dataclass(frozen=True)
-class Call:
-    id: str
-    name: str
-    arguments: str  # the JSON text the model sent
-
-    def parsed(self) -> dict[str, Any] | None:
-        try:
-            value = json.loads(self.arguments or "{}")
-        except ValueError:
-            return None
-        return value if isinstance(value, dict) else None
-
-
-@dataclass
-class Reply:
-    text: str = ""
-    calls: list[Call] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
-    stop: str = ""
-
-
-class StreamFailure(Exception):
-    """The provider reported an error inside a stream; ``status`` is the HTTP status it
-    stands for, so that it is classified by the one table."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class Wire(Protocol):
-    """How one provider's API shapes a request and streams a reply."""
-
-    kind: str
-    model: str | None  # the default model; None: the config must name one
-
-    def url(self, base_url: str | None) -> str: ...
-    def models_url(self, base_url: str) -> str: ...
-    def headers(self, key: str | None) -> dict[str, str]: ...
-    def body(
-        self, model: str, system: str, messages: list[Message], tools: Iterable[ToolSpec]
-    ) -> dict[str, Any]: ...
-    def read(self, events: Iterator[tuple[str, str]]) -> Reply:
-        """Read the SSE stream; raise IncompleteStream, BadReply or StreamFailure."""
-
-    def assistant(self, reply: Reply) -> Message: ...
-    def results(self, done: list[tuple[Call, ToolResult]]) -> list[Message]: ...
-    def add_user(self, messages: list[Message], text: str) -> None: ...
 
 
 @dataclass
@@ -132,7 +83,7 @@ class _Fault:
 _KEPT: OrderedDict[str, list[Message]] = OrderedDict()
 
 
-class ApiRuntime:
+class ApiRuntime(TurnRuntime):
     def __init__(self, name: str, config: RuntimeConfig, wire: Wire) -> None:
         model = config.model or wire.model
         if not model:
@@ -140,37 +91,35 @@ class ApiRuntime:
                 f'runtime {name!r} ({wire.kind}) needs a model: set `model = "..."` in '
                 f"[runtimes.{name}] or name it in roles as {name}:MODEL"
             )
-        self.name, self.config, self.wire, self.model = name, config, wire, model
+        super().__init__(name, config)
+        self.wire, self.model = wire, model
         self.key_env = key_variable(config)
         self.url = wire.url(config.base_url)
 
-    def start(self, spec: SessionSpec, control: SessionControl) -> tuple[Handle, TurnResult]:
+    def open(self, spec: SessionSpec, control: SessionControl) -> Handle:
         handle = ApiHandle(spec, runtime_session_id=f"{self.wire.kind}-{uuid.uuid4().hex[:12]}")
         earlier = _KEPT.pop(spec.resume_from, None) if spec.resume_from else None
         if earlier is not None:
             handle.messages = earlier
             handle.transcript.append(f"[continuing conversation {spec.resume_from}]\n")
         # The shell tool runs what the model asks: it has no use for the API key.
-        env = {k: v for k, v in {**spec.env, **self.config.env}.items() if k != self.key_env}
+        env = {k: v for k, v in self.environment(spec).items() if k != self.key_env}
         handle.toolbox = Toolbox(spec, control, self.config.shell, env)
-        return handle, self._turn(handle, spec.prompt, control)
-
-    def resume(self, handle: Handle, message: str, control: SessionControl) -> TurnResult:
-        assert isinstance(handle, ApiHandle)
-        return self._turn(handle, message, control)
+        return handle
 
     def end(self, handle: Handle) -> Transcript:
         if isinstance(handle, ApiHandle) and handle.runtime_session_id:
             _KEPT[handle.runtime_session_id] = handle.messages
             while len(_KEPT) > KEPT_CONVERSATIONS:
                 _KEPT.popitem(last=False)
-        return end_transcript(handle)
+        return super().end(handle)
 
     # --- the loop -----------------------------------------------------------
 
-    def _turn(self, handle: ApiHandle, message: str, control: SessionControl) -> TurnResult:
+    def _turn(self, handle: Handle, message: str, control: SessionControl) -> TurnResult:
         import httpx
 
+        assert isinstance(handle, ApiHandle)
         spec, say, box = handle.spec, handle.transcript.append, handle.toolbox
         assert box is not None
         deadline = time.monotonic() + spec.budget_seconds
@@ -190,7 +139,7 @@ class ApiRuntime:
             for _ in range(MAX_MODEL_REQUESTS):
                 stop = _stop_cause(control, deadline)
                 if stop is not None:
-                    return _halt(spec, stop, usage)
+                    return halted(spec, stop, usage)
                 got = self._ask(client, handle, control, deadline)
                 if isinstance(got, TurnResult):
                     return replace(got, usage=usage + got.usage)
@@ -264,7 +213,7 @@ class ApiRuntime:
             if isinstance(got, Reply):
                 return got
             if isinstance(got, str):
-                return _halt(spec, got)
+                return halted(spec, got)
             error = failures.describe(got.failure, got.detail, self.key_env, self.url)
             say(f"[{kind}] {error}\n")
             if got.failure.retryable and attempt < self.config.max_retries:
@@ -273,7 +222,7 @@ class ApiRuntime:
                     tries = f"{attempt + 1}/{self.config.max_retries}"
                     say(f"[{kind}] retrying in {wait:.1f}s ({tries})\n")
                     if control.cancel.wait(wait):
-                        return _halt(spec, ABORTED)
+                        return halted(spec, ABORTED)
                     continue
             if got.failure.retryable:
                 error += f"; gave up after {attempt + 1} tries"
@@ -329,44 +278,6 @@ def _stop_cause(control: SessionControl, deadline: float) -> str | None:
     if control.cancel.is_set():
         return ABORTED
     return TIMEOUT if time.monotonic() >= deadline else None
-
-
-def _halt(spec: SessionSpec, cause: str, usage: Usage | None = None) -> TurnResult:
-    if cause == ABORTED:
-        error = "session cancelled"
-    else:
-        error = f"the session ran past its budget of {spec.budget_seconds:g}s"
-    return TurnResult(ok=False, usage=usage or Usage(), error=error, cause=cause)
-
-
-def sse(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
-    """Server-sent events as (event name, data); comments and ids are skipped."""
-    event, data = "", list[str]()
-    for line in lines:
-        if not line:
-            if data:
-                yield event, "\n".join(data)
-            event, data = "", []
-            continue
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "event":
-            event = value
-        elif name == "data":
-            data.append(value)
-    if data:
-        yield event, "\n".join(data)
-
-
-def loads(data: str) -> dict[str, Any]:
-    """One event's JSON object, or BadReply."""
-    try:
-        value = json.loads(data)
-    except ValueError:
-        raise failures.BadReply(f"not JSON: {data[:100]}") from None
-    if not isinstance(value, dict):
-        raise failures.BadReply(f"not a JSON object: {data[:100]}")
-    return value
 
 
 def probe(wire: Wire, config: RuntimeConfig, environ: Mapping[str, str]) -> Probe:

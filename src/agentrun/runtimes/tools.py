@@ -1,10 +1,11 @@
-"""The API runtimes' tools: files of the worktree, an optional shell, and the agent verbs.
+"""The API runtimes' tools at work: files of the worktree, an optional shell, the verbs.
 
-Every path is confined to the worktree (no absolute paths, no ``..``, no symlink that
-leads out) and reads and writes are bounded. A refusal is not an exception for the
-session: it goes back to the model as the tool's result, and nothing is read or
-written. The verbs of DESIGN §6 are the same in-process calls the CLI verbs make, so
-they are validated exactly alike (a verb that does not fit the phase is refused).
+What each tool is lives in ``tool_catalog``; here each call is run. Every path is
+confined to the worktree (``confine``) and reads and writes are bounded. A refusal is
+not an exception for the session: it goes back to the model as the tool's result, and
+nothing is read or written. The verbs of DESIGN §6 are the same in-process calls the
+CLI verbs make, so they are validated exactly alike (a verb that does not fit the phase
+is refused).
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ import itertools
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import pygit2
@@ -22,9 +22,11 @@ import pygit2
 from agentrun import procs
 from agentrun.agent.context import write_context
 from agentrun.agent.verbs import report
-from agentrun.errors import AgentrunError, GuardError, VerbError
-from agentrun.kernel.verbs import PHASE_VERBS, AgentEnv, VerbReport
+from agentrun.errors import AgentrunError, VerbError
+from agentrun.kernel.verbs import AgentEnv, VerbReport
 from agentrun.runtimes.base import SessionControl, SessionSpec
+from agentrun.runtimes.confine import readable, writable
+from agentrun.runtimes.tool_catalog import VERB_TEXT, VERB_TOOLS, ToolResult, tool_specs, verbs_of
 
 MAX_READ_CHARS = 100_000
 MAX_WRITE_BYTES = 1_000_000
@@ -36,132 +38,6 @@ MAX_LINE_CHARS = 300
 MAX_SHELL_OUTPUT = 20_000
 SEARCH_SECONDS = 10.0  # one search call, all files together (never past the session)
 SHELL_TIMEOUT_SECONDS = 600.0
-
-
-def confined(workdir: Path, relative: str, action: str = "write") -> Path:
-    """``relative`` inside ``workdir``; refuses ``..``, absolute paths and symlink escapes."""
-    pure = PurePosixPath(relative)
-    if pure.is_absolute() or ".." in pure.parts or not pure.parts:
-        raise GuardError(f"refused to {action} outside the worktree: {relative}")
-    root = workdir.resolve()
-    target = (root / pure).resolve()
-    if not target.is_relative_to(root):
-        raise GuardError(
-            f"refused to {action} outside the worktree: {relative} (through a symlink)"
-        )
-    return target
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """One tool, described once; each wire adapter wraps :meth:`schema` in its own shape."""
-
-    name: str
-    description: str
-    properties: dict[str, dict[str, Any]] = field(default_factory=dict)
-    optional: tuple[str, ...] = ()
-
-    def schema(self) -> dict[str, Any]:
-        return {
-            "type": "object",
-            "properties": self.properties,
-            "required": [key for key in self.properties if key not in self.optional],
-            "additionalProperties": False,
-        }
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    text: str
-    error: bool = False
-    terminal: bool = False  # a verb that ends the phase was recorded
-
-
-def _str(description: str) -> dict[str, Any]:
-    return {"type": "string", "description": description}
-
-
-def _bool(description: str) -> dict[str, Any]:
-    return {"type": "boolean", "description": description}
-
-
-PATH = _str("a path relative to the worktree root, e.g. src/app.py")
-ENDS = "; this ends the phase."
-FILE_TOOLS = (
-    ToolSpec("read_file", "Read a text file of the worktree.", {"path": PATH}),
-    ToolSpec(
-        "list_files",
-        "List the files under a folder of the worktree, recursively (.git and what git "
-        "ignores left out).",
-        {"path": _str("a folder relative to the worktree root; default: the root")},
-        ("path",),
-    ),
-    ToolSpec(
-        "search",
-        "Find the lines of the worktree's files that contain `pattern` (plain text, or a "
-        "Python regular expression when `regex` is true). Answers path:line: text.",
-        {
-            "pattern": _str("the text or regular expression to find"),
-            "path": _str("a folder or file to search; default: the whole worktree"),
-            "regex": _bool("treat pattern as a regular expression"),
-        },
-        ("path", "regex"),
-    ),
-    ToolSpec(
-        "write_file",
-        "Create or overwrite a file of the worktree with `content`.",
-        {"path": PATH, "content": _str("the whole new content of the file")},
-    ),
-    ToolSpec(
-        "edit_file",
-        "Replace the exact text `old` with `new` in a file. `old` must occur exactly once "
-        "(include surrounding lines to make it unique) unless `replace_all` is true.",
-        {
-            "path": PATH,
-            "old": _str("the exact text to replace"),
-            "new": _str("the replacement"),
-            "replace_all": _bool("replace every occurrence"),
-        },
-        ("replace_all",),
-    ),
-)
-SHELL = ToolSpec(
-    "shell",
-    "Run a bash command in the worktree (e.g. the tests). Answers its exit status and output.",
-    {"command": _str("the bash command line")},
-)
-CONTEXT = ToolSpec(
-    "context", "Everything known about this build: goal, plan, feedback for this round, answers."
-)
-FINDINGS = {"type": "array", "items": {"type": "string"}, "description": "what to change"}
-# The verbs of DESIGN §6 by verb name; the tool name is what the model sees.
-VERB_TOOLS: dict[str, ToolSpec] = {
-    "plan": ToolSpec("submit_plan", "Submit the plan" + ENDS, {"plan": _str("the plan")}),
-    "approve": ToolSpec("approve", "Approve what you reviewed" + ENDS),
-    "revise": ToolSpec("revise", "Ask for a revision" + ENDS, {"findings": FINDINGS}),
-    "done": ToolSpec(
-        "done", "Report the work finished" + ENDS, {"summary": _str("one line: what changed")}
-    ),
-    "pass": ToolSpec("pass", "The change passes this verify step" + ENDS),
-    "fail": ToolSpec("fail", "The change fails this verify step" + ENDS, {"reason": _str("why")}),
-    "escalate": ToolSpec(
-        "escalate",
-        "Ask a human; the build waits for the answer" + ENDS,
-        {"question": _str("the question")},
-    ),
-}
-# The argument that carries a verb's text.
-VERB_TEXT = {"plan": "plan", "done": "summary", "fail": "reason", "escalate": "question"}
-
-
-def verbs_of(phase: str) -> tuple[str, ...]:
-    return PHASE_VERBS.get(phase.split(":", 1)[0], ())
-
-
-def tool_specs(phase: str, shell: bool) -> tuple[ToolSpec, ...]:
-    """The tools a session of ``phase`` gets: files, maybe the shell, its verbs, context."""
-    verbs = tuple(VERB_TOOLS[v] for v in verbs_of(phase))
-    return (*FILE_TOOLS, *((SHELL,) if shell else ()), *verbs, CONTEXT)
 
 
 class Toolbox:
@@ -206,17 +82,9 @@ class Toolbox:
 
     # --- files --------------------------------------------------------------
 
-    def _path(self, args: dict[str, Any], action: str, key: str = "path") -> tuple[str, Path]:
-        relative = _arg(args, key)
-        path = confined(self.root, relative, action)
-        # Judged by where the path leads, so a symlink inside the worktree is no way round.
-        for parts in (PurePosixPath(relative).parts, self._real_parts(path)):
-            if parts[:1] == (".git",):
-                raise GuardError(f"refused to {action} git's own files: {relative}")
-        return relative, path
-
-    def _real_parts(self, path: Path) -> tuple[str, ...]:
-        return path.relative_to(self.root.resolve()).parts
+    def _path(self, args: dict[str, Any], action: str) -> tuple[str, Path]:
+        relative = _arg(args, "path")
+        return relative, readable(self.root, relative, action)
 
     def _read(self, args: dict[str, Any]) -> ToolResult:
         relative, path = self._path(args, "read")
@@ -316,17 +184,8 @@ class Toolbox:
         return ToolResult(f"edited {relative} ({count} replacement{'s' * (count > 1)})")
 
     def _writable(self, args: dict[str, Any]) -> tuple[str, Path]:
-        relative, path = self._path(args, "write")
-        for parts in (PurePosixPath(relative).parts, self._real_parts(path)):
-            theirs = parts == (".agentrun.toml",) or (
-                parts[:1] == (".agentrun",) and parts[:2] != (".agentrun", "run")
-            )
-            if theirs:
-                raise GuardError(
-                    f"refused to write {relative}: .agentrun/ and .agentrun.toml belong to the "
-                    "maintainers (only the scratch folder .agentrun/run/ is yours)"
-                )
-        return relative, path
+        relative = _arg(args, "path")
+        return relative, writable(self.root, relative)
 
     # --- shell and verbs ----------------------------------------------------
 
