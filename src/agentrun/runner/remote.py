@@ -28,7 +28,8 @@ from agentrun.store.cache import StateCache, load_state
 from agentrun.store.lease import LeaseInfo, lease_commit, lease_ref
 from agentrun.store.log import EventLog, build_ref
 from agentrun.store.remote_lease import RemoteLease, claim_remote
-from agentrun.store.sync import RefUpdate, Remote, SyncError, build_updates, last_line
+from agentrun.store.sync import build_updates
+from agentrun.store.transport import RefUpdate, Remote, SyncError, last_line
 
 PUSH_TRIES = 5
 

@@ -23,7 +23,7 @@ from agentrun.store.lease import (
     lease_ref,
     renewal,
 )
-from agentrun.store.sync import RefUpdate, Remote, SyncError, last_line
+from agentrun.store.transport import RefUpdate, Remote, SyncError, last_line
 
 
 @dataclass
