@@ -22,10 +22,10 @@ from agentrun.commands.control import answer, pause
 from agentrun.commands.sweep import sweep
 from agentrun.gitrepo import now_utc
 from agentrun.runner.loop import Runner
-from agentrun.store.lease import LeaseInfo, lease_ref
+from agentrun.store.lease import LeaseInfo, lease_commit, lease_ref
 from agentrun.store.log import EventLog
-from agentrun.store.remote_lease import lease_commit
-from agentrun.store.sync import RefUpdate, Remote, sync
+from agentrun.store.sync import sync
+from agentrun.store.transport import RefUpdate, Remote
 
 # Every plan asks a question first; answered, the build runs to the end.
 STEPS = [{"phase": "plan", "attempt": 1, "verb": "escalate", "text": "Which file?"}]

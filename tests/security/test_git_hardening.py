@@ -28,7 +28,8 @@ from agentrun.gitrepo import signature
 from agentrun.kernel.draft import Draft
 from agentrun.runner.workspace import PhaseMark, Workspace
 from agentrun.store.log import EventLog
-from agentrun.store.sync import SyncError, sync
+from agentrun.store.sync import sync
+from agentrun.store.transport import SyncError
 
 TOKEN = "ghs_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 SECRET = "s3cret-value-of-a-variable"

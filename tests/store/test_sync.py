@@ -25,7 +25,8 @@ from agentrun.kernel.draft import Draft
 from agentrun.store.log import EventLog, Tip
 from agentrun.store.notes import NOTES_REF, add_note
 from agentrun.store.remote_lease import claim_remote
-from agentrun.store.sync import RefUpdate, Remote, SyncError, sync
+from agentrun.store.sync import sync
+from agentrun.store.transport import RefUpdate, Remote, SyncError
 
 SLUG = "b-1"
 LOG = f"refs/agentrun/builds/{SLUG}"

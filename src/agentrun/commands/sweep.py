@@ -33,7 +33,8 @@ from agentrun.store.cache import StateCache
 from agentrun.store.lease import LeaseInfo, clear_stale, lease_info, read_lease
 from agentrun.store.log import EventLog
 from agentrun.store.remote_lease import clear_stale_remote
-from agentrun.store.sync import Remote, pull
+from agentrun.store.sync import pull
+from agentrun.store.transport import Remote
 
 if TYPE_CHECKING:
     from agentrun.runner.build import Observer

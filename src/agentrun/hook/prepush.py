@@ -245,7 +245,7 @@ def push_state(
     """
     from agentrun.store.log import build_ref
     from agentrun.store.notes import NOTES_REF
-    from agentrun.store.sync import RefUpdate, push_atomic
+    from agentrun.store.transport import RefUpdate, push_atomic
 
     if remote_refs is None:
         return [
@@ -340,7 +340,7 @@ def _ls_remote(
 def _git(
     argv: list[str], cwd: Path, environ: Mapping[str, str]
 ) -> subprocess.CompletedProcess[str] | None:
-    from agentrun.store.sync import run_git
+    from agentrun.store.transport import run_git
 
     return run_git(argv, cwd, environ)
 

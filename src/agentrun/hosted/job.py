@@ -209,7 +209,7 @@ class HostedJob:
         """Create the issue's build here and on the remote; the remote's wins a race."""
         from agentrun.commands.build import new_build, runnable, slugify
         from agentrun.store.log import build_ref
-        from agentrun.store.sync import RefUpdate, Remote
+        from agentrun.store.transport import RefUpdate, Remote
 
         title = sanitize(title, TITLE_LIMIT)
         body = sanitize(body)
@@ -270,7 +270,7 @@ class HostedJob:
         (``live``: only a holder whose lease has not expired)."""
         from agentrun.gitrepo import now_utc
         from agentrun.store.remote_lease import remote_lease
-        from agentrun.store.sync import Remote, SyncError
+        from agentrun.store.transport import Remote, SyncError
 
         try:
             seen = remote_lease(Remote(self.repo, self.remote), slug)
@@ -292,7 +292,8 @@ class HostedJob:
 
     def push(self) -> None:
         """Push what steering appended, so a job that does not run the build keeps it."""
-        from agentrun.store.sync import SyncError, sync
+        from agentrun.store.sync import sync
+        from agentrun.store.transport import SyncError
 
         for attempt in range(PUSHES):
             try:

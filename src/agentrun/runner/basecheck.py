@@ -10,7 +10,7 @@ import pygit2
 
 from agentrun.events import BaseMoved
 from agentrun.kernel.state import BuildState
-from agentrun.store.sync import Remote, SyncError
+from agentrun.store.transport import Remote, SyncError
 
 
 def base_tip(repo: pygit2.Repository, base_ref: str, remote: str | None) -> str | None:

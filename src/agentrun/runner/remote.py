@@ -25,10 +25,11 @@ from agentrun.errors import AgentrunError, LeaseLostError
 from agentrun.gitrepo import now_utc
 from agentrun.runner.build import BuildHandle
 from agentrun.store.cache import StateCache, load_state
-from agentrun.store.lease import LeaseInfo, lease_ref
+from agentrun.store.lease import LeaseInfo, lease_commit, lease_ref
 from agentrun.store.log import EventLog, build_ref
-from agentrun.store.remote_lease import RemoteLease, claim_remote, lease_commit
-from agentrun.store.sync import RefUpdate, Remote, SyncError, build_updates, last_line
+from agentrun.store.remote_lease import RemoteLease, claim_remote
+from agentrun.store.sync import build_updates
+from agentrun.store.transport import RefUpdate, Remote, SyncError, last_line
 
 PUSH_TRIES = 5
 

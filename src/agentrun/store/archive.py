@@ -12,9 +12,9 @@ import json
 import pygit2
 
 from agentrun.errors import ConcurrentUpdateError
-from agentrun.gitrepo import empty_tree, now_utc, signature
+from agentrun.gitrepo import empty_tree, signature
 from agentrun.store.cas import retry
-from agentrun.store.lease import lease_ref, read_lease
+from agentrun.store.lease import clear_stale
 from agentrun.store.log import build_ref, move_ref
 
 ARCHIVE_REF = "refs/agentrun/archive"
@@ -49,12 +49,7 @@ def archive(repo: pygit2.Repository, slug: str, state_name: str) -> str:
     live = repo.references.get(build_ref(slug))
     if live is not None and str(live.target) == tip:
         live.delete()
-    # A lease still held by a live runner is its to release; a stale one goes.
-    held = read_lease(repo, slug)
-    if held is not None and (held[1].expired(now_utc()) or held[1].holder_dead_here()):
-        lease = repo.references.get(lease_ref(slug))
-        if lease is not None and str(lease.target) == held[0]:
-            lease.delete()
+    clear_stale(repo, slug)  # a live runner's lease is its to release; a stale one goes
     return tip
 
 

@@ -74,6 +74,60 @@ def is_stale(info: LeaseInfo, now: datetime | None = None) -> bool:
     return info.expired(now or now_utc()) or info.holder_dead_here()
 
 
+def live_holder(info: LeaseInfo | None, now: datetime | None = None) -> LeaseInfo | None:
+    """Who holds a lease (here, or as a remote says): ``info``, unless it is stale."""
+    return None if info is None or is_stale(info, now) else info
+
+
+def claim_info(
+    slug: str, seen: LeaseInfo | None, holder: str, ttl: float, now: datetime, where: str = ""
+) -> LeaseInfo:
+    """The lease this process claims over ``seen`` (the one found, if any), a generation on.
+
+    A live holder of ``seen`` raises ``LeaseHeldError`` naming it; ``where`` says whose
+    word that is (a remote's).
+    """
+    old = live_holder(seen, now)
+    if old is not None:
+        raise LeaseHeldError(
+            f"build {slug} is being run by {old.holder} on {old.host} (pid {old.pid}){where}; "
+            f"its lease expires at {old.expires_at:%Y-%m-%d %H:%M:%S} UTC. Wait for it, or "
+            "stop that runner."
+        )
+    me = procs.me()
+    return LeaseInfo(
+        holder=holder,
+        host=me.host,
+        boot_id=me.boot_id,
+        pid=me.pid,
+        pid_start=me.start,
+        generation=seen.generation + 1 if seen else 1,
+        expires_at=now + timedelta(seconds=ttl),
+    )
+
+
+def renewal(
+    repo: pygit2.Repository, info: LeaseInfo, ttl: float, now: datetime | None = None
+) -> tuple[str, LeaseInfo]:
+    """The commit that renews ``info``: a generation on, expiring ``ttl`` seconds from now.
+
+    Nothing moves: the caller swaps it in (a ref here, a push there) over the oid it holds.
+    """
+    info = info.model_copy(
+        update={
+            "generation": info.generation + 1,
+            "expires_at": (now or now_utc()) + timedelta(seconds=ttl),
+        }
+    )
+    return lease_commit(repo, info), info
+
+
+def lease_commit(repo: pygit2.Repository, info: LeaseInfo) -> str:
+    """The commit that records ``info`` (every lease, here or on a remote, is one)."""
+    sig = signature()
+    return str(repo.create_commit(None, sig, sig, info.model_dump_json(), empty_tree(repo), []))
+
+
 def lease_ref(slug: str) -> str:
     return LEASES + check_slug(slug)
 
@@ -115,15 +169,10 @@ class Lease:
 
     def renew(self, agent_pgid: int | bool | None = False, now: datetime | None = None) -> None:
         """Extend the lease; ``agent_pgid`` (when given) records the agent's process group."""
-        pgid = self.info.agent_pgid if agent_pgid is False else agent_pgid
-        info = self.info.model_copy(
-            update={
-                "agent_pgid": pgid,
-                "generation": self.info.generation + 1,
-                "expires_at": (now or now_utc()) + timedelta(seconds=self.ttl),
-            }
-        )
-        oid = _write(self.repo, info)
+        held = self.info
+        if agent_pgid is not False:
+            held = held.model_copy(update={"agent_pgid": agent_pgid})
+        oid, info = renewal(self.repo, held, self.ttl, now)
         try:
             move_ref(self.repo, lease_ref(self.slug), oid, self.oid)
         except ConcurrentUpdateError:
@@ -146,31 +195,11 @@ def acquire(
     now: datetime | None = None,
 ) -> Lease:
     """Claim the build, or raise ``LeaseHeldError`` naming the live holder."""
-    now = now or now_utc()
-    me = procs.me()
-    seen = read_lease(repo, slug)
-    taken_from = None
-    if seen is not None:
-        old = seen[1]
-        if not is_stale(old, now):
-            raise LeaseHeldError(
-                f"build {slug} is being run by {old.holder} on {old.host} (pid {old.pid}); its "
-                f"lease expires at {old.expires_at:%Y-%m-%d %H:%M:%S} UTC. Wait for it, or stop "
-                "that runner."
-            )
-        taken_from = old
-    info = LeaseInfo(
-        holder=holder,
-        host=me.host,
-        boot_id=me.boot_id,
-        pid=me.pid,
-        pid_start=me.start,
-        generation=(taken_from.generation + 1) if taken_from else 1,
-        expires_at=now + timedelta(seconds=ttl),
-    )
-    oid = _write(repo, info)
+    seen, taken_from = read_lease(repo, slug) or (None, None)
+    info = claim_info(slug, taken_from, holder, ttl, now or now_utc())
+    oid = lease_commit(repo, info)
     try:
-        move_ref(repo, lease_ref(slug), oid, seen[0] if seen else None)
+        move_ref(repo, lease_ref(slug), oid, seen)
     except ConcurrentUpdateError:
         raise LeaseHeldError(f"another runner claimed build {slug} at the same moment") from None
     return Lease(repo, slug, oid, info, ttl, taken_from)
@@ -194,12 +223,6 @@ def clear_stale(repo: pygit2.Repository, slug: str, now: datetime | None = None)
     except ConcurrentUpdateError:
         return False  # someone claimed or renewed it meanwhile: theirs now
     return True
-
-
-def _write(repo: pygit2.Repository, info: LeaseInfo) -> str:
-    sig = signature()
-    message = info.model_dump_json()
-    return str(repo.create_commit(None, sig, sig, message, empty_tree(repo), []))
 
 
 class Heartbeat:

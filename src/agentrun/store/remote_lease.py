@@ -7,15 +7,23 @@ over an expired lease, with the oid seen; of two machines claiming at once, one 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import pygit2
 
-from agentrun import procs
 from agentrun.errors import LeaseHeldError, LeaseLostError
-from agentrun.gitrepo import empty_tree, now_utc, signature
-from agentrun.store.lease import TTL_SECONDS, LeaseInfo, is_stale, lease_info, lease_ref
-from agentrun.store.sync import RefUpdate, Remote, SyncError, last_line
+from agentrun.gitrepo import now_utc
+from agentrun.store.lease import (
+    TTL_SECONDS,
+    LeaseInfo,
+    claim_info,
+    is_stale,
+    lease_commit,
+    lease_info,
+    lease_ref,
+    renewal,
+)
+from agentrun.store.transport import RefUpdate, Remote, SyncError, last_line
 
 
 @dataclass
@@ -29,13 +37,7 @@ class RemoteLease:
     ttl: float = TTL_SECONDS
 
     def renew(self, now: datetime | None = None) -> None:
-        info = self.info.model_copy(
-            update={
-                "generation": self.info.generation + 1,
-                "expires_at": (now or now_utc()) + timedelta(seconds=self.ttl),
-            }
-        )
-        oid = lease_commit(self.remote.repo, info)
+        oid, info = renewal(self.remote.repo, self.info, self.ttl, now)
         done = self.remote.push([RefUpdate(lease_ref(self.slug), oid, self.oid)])
         if done is None or done.returncode != 0:
             raise LeaseLostError(
@@ -63,30 +65,10 @@ def claim_remote(
     The lease ref is pushed with an empty expected value (it must not exist there), or,
     over an expired lease, with the oid seen: of two machines claiming at once, one wins.
     """
-    now = now or now_utc()
     where = Remote(repo, remote)
     ref = lease_ref(slug)
-    found = remote_lease(where, slug)
-    seen = found[0] if found else None
-    if found is not None:
-        old = found[1]
-        if not is_stale(old, now):
-            raise LeaseHeldError(
-                f"build {slug} is being run by {old.holder} on {old.host} (pid {old.pid}), "
-                f"as {remote} says; its lease expires at {old.expires_at:%Y-%m-%d %H:%M:%S} "
-                "UTC. Wait for it, or stop that runner."
-            )
-    me = procs.me()
-    generation = lease_info(repo, seen).generation + 1 if seen else 1
-    info = LeaseInfo(
-        holder=holder,
-        host=me.host,
-        boot_id=me.boot_id,
-        pid=me.pid,
-        pid_start=me.start,
-        generation=generation,
-        expires_at=now + timedelta(seconds=ttl),
-    )
+    seen, old = remote_lease(where, slug) or (None, None)
+    info = claim_info(slug, old, holder, ttl, now or now_utc(), f", as {remote} says")
     oid = lease_commit(repo, info)
     done = where.push([RefUpdate(ref, oid, seen)])
     if done is None or done.returncode != 0:
@@ -108,8 +90,7 @@ def clear_stale_remote(where: Remote, slug: str, now: datetime | None = None) ->
     seen = where.seen(f"leases/{slug}")
     if seen is None:
         return False
-    old = lease_info(where.repo, seen)
-    if not is_stale(old, now):
+    if not is_stale(lease_info(where.repo, seen), now):
         return False
     update = RefUpdate(lease_ref(slug), "", seen)
     done = where.push([update])
@@ -127,8 +108,3 @@ def remote_lease(where: Remote, slug: str) -> tuple[str, LeaseInfo] | None:
         return None
     where.git("fetch", "--no-tags", "--quiet", where.name, f"+{ref}:{where.tracking}leases/{slug}")
     return seen, lease_info(where.repo, seen)
-
-
-def lease_commit(repo: pygit2.Repository, info: LeaseInfo) -> str:
-    sig = signature()
-    return str(repo.create_commit(None, sig, sig, info.model_dump_json(), empty_tree(repo), []))

@@ -1,163 +1,27 @@
 """Sync with a remote (DESIGN §2): the remote is the arbiter between machines.
 
-Fetch ``refs/agentrun/*`` into ``refs/agentrun-remotes/<remote>/*`` (never into live
-refs, never under ``refs/remotes/``), reconcile each build log locally (fast-forward,
-or re-parent the local-only events onto the remote tip), merge the notes, then push
-explicit refs in one ``--atomic`` push, each with ``--force-with-lease=<ref>:<oid
-seen>``: a writer that moved a ref since our fetch makes the whole push fail and
-nothing is overwritten. Leases on the remote are claimed the same way
-(``store/remote_lease.py``).
+Fetch (``store/transport.py``), reconcile each build log locally (fast-forward, or
+re-parent the local-only events onto the remote tip), merge the notes and the archive,
+then push explicit refs in one ``--atomic`` push, each compare-and-swap on the oid seen:
+a writer that moved a ref since our fetch makes the whole push fail and nothing is
+overwritten. Leases on the remote are claimed the same way (``store/remote_lease.py``).
 """
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pygit2
 
-from agentrun import gitcli
-from agentrun.errors import AgentrunError
 from agentrun.events import encode
-from agentrun.gitrepo import commit_at, common_dir
+from agentrun.gitrepo import commit_at
 from agentrun.store.archive import ARCHIVE_REF, archived, merge_archives
 from agentrun.store.log import EventLog, build_ref, move_ref
 from agentrun.store.notes import NOTES_REF
+from agentrun.store.transport import BRANCHES, RefUpdate, Remote, SyncError, last_line
 
-BRANCHES = "refs/heads/agentrun/"
 PULLS = "refs/agentrun/pulls/"  # the local forge's proposals (forge/local_store.py)
-REMOTE_TIMEOUT = 300  # seconds for one fetch, ls-remote or push
-
-
-class SyncError(AgentrunError):
-    """The remote could not be reached, or refused a push: say what to run next."""
-
-
-# --- the git CLI, shared with the pre-push hook ------------------------------------
-
-
-@dataclass(frozen=True)
-class RefUpdate:
-    """Set ``ref`` on the remote to ``new`` ("" deletes it) if it still is ``expected``
-    (``None``: the remote must not have the ref yet)."""
-
-    ref: str
-    new: str
-    expected: str | None
-
-
-def run_git(
-    args: Sequence[str], cwd: Path, base: Mapping[str, str] | None = None
-) -> subprocess.CompletedProcess[str] | None:
-    """``git ARGS`` (hardened, see ``gitcli``); ``None`` when it could not be started or ran
-    past ``REMOTE_TIMEOUT``. ``base``: the environment to pick from (default: ours)."""
-    try:
-        return gitcli.run(args, cwd=cwd, timeout=REMOTE_TIMEOUT, base=base)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-
-
-def push_atomic(
-    remote: str,
-    updates: Sequence[RefUpdate],
-    cwd: Path,
-    base: Mapping[str, str] | None = None,
-    git_dir: Path | None = None,
-) -> subprocess.CompletedProcess[str] | None:
-    """One ``git push --atomic --no-verify`` of explicit refs, each compare-and-swap."""
-    leases = [f"--force-with-lease={u.ref}:{u.expected or ''}" for u in updates]
-    refspecs = [f"{u.new}:{u.ref}" for u in updates]
-    where = [f"--git-dir={git_dir}"] if git_dir is not None else []
-    argv = [*where, "push", "--atomic", "--no-verify", "--quiet", remote, *leases, *refspecs]
-    return run_git(argv, cwd, base)
-
-
-def last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
-class Remote:
-    """A named remote of ``repo``, reached with the git CLI."""
-
-    def __init__(self, repo: pygit2.Repository, name: str) -> None:
-        names = [n for n in repo.remotes.names() if n]
-        if name not in names:
-            known = ", ".join(sorted(names)) or "none"
-            raise SyncError(
-                f"no remote named {name!r} (remotes here: {known}); add it with "
-                f"`git remote add {name} URL`"
-            )
-        if repo.is_shallow:
-            raise SyncError(
-                "this clone is shallow, so build logs cannot be compared: run "
-                "`git fetch --unshallow` first"
-            )
-        self.repo, self.name = repo, name
-        self.tracking = f"refs/agentrun-remotes/{name}/"
-        self._dir = common_dir(repo)
-
-    def git(self, *args: str) -> subprocess.CompletedProcess[str]:
-        done = run_git([f"--git-dir={self._dir}", *args], self._dir)
-        if done is None or done.returncode != 0:
-            why = last_line(done.stderr if done else "") or "no answer"
-            raise SyncError(f"`git {args[0]}` with {self.name} failed ({why})")
-        return done
-
-    def push(self, updates: Sequence[RefUpdate]) -> subprocess.CompletedProcess[str] | None:
-        return push_atomic(self.name, updates, self._dir, git_dir=self._dir)
-
-    def ls(self, *patterns: str) -> dict[str, str]:
-        found = {}
-        for line in self.git("ls-remote", self.name, *patterns).stdout.splitlines():
-            sha, _, ref = line.partition("\t")
-            found[ref] = sha
-        return found
-
-    def fetch(self) -> None:
-        """Bring the remote's agentrun refs, notes and build branches under ``tracking``."""
-        specs = [f"+refs/agentrun/*:{self.tracking}*"]
-        specs.append(f"+{BRANCHES}*:{self.tracking}branches/*")
-        if NOTES_REF in self.ls(NOTES_REF):
-            specs.append(f"+{NOTES_REF}:{self.tracking}notes")
-        # --prune drops tracking refs the remote no longer has (the notes ref too, when
-        # the remote has none: it then matches only the wildcard, whose source is gone).
-        self.git("fetch", "--prune", "--no-tags", "--quiet", self.name, *specs)
-
-    def seen(self, ref: str) -> str | None:
-        """The oid the last fetch saw for tracking ref ``ref``."""
-        found = self.repo.references.get(self.tracking + ref)
-        return None if found is None else str(found.target)
-
-    def tracking_ref(self, ref: str) -> str:
-        """Where ``fetch`` keeps the remote's ``ref`` here."""
-        if ref == NOTES_REF:
-            return self.tracking + "notes"
-        if ref.startswith(BRANCHES):
-            return self.tracking + "branches/" + ref[len(BRANCHES) :]
-        return self.tracking + ref.removeprefix("refs/agentrun/")
-
-    def record(self, updates: Sequence[RefUpdate]) -> None:
-        """After a push the remote accepted: the tracking refs say what it now holds."""
-        for update in updates:
-            name = self.tracking_ref(update.ref)
-            if update.new:
-                self.repo.references.create(name, pygit2.Oid(hex=update.new), force=True)
-            elif name in self.repo.references:
-                self.repo.references.delete(name)
-
-    def seen_under(self, prefix: str) -> dict[str, str]:
-        full = self.tracking + prefix
-        return {
-            name[len(full) :]: str(self.repo.references[name].target)
-            for name in self.repo.references
-            if name.startswith(full)
-        }
-
-
-# --- sync -----------------------------------------------------------------------------
 
 
 @dataclass
@@ -225,22 +89,13 @@ def _sync_archive(remote: Remote, updates: list[RefUpdate] | None) -> tuple[str,
     happened to the archive and the slugs retired.
     """
     repo = remote.repo
-    theirs = remote.seen("archive")
-    before = repo.references.get(ARCHIVE_REF)
-    ours = None if before is None else str(before.target)
-    done = ""
-    if theirs is not None and ours != theirs:
-        if ours is None or repo.descendant_of(theirs, ours):
-            move_ref(repo, ARCHIVE_REF, theirs, ours)
-            done, ours = "pulled", theirs
-        elif not repo.descendant_of(ours, theirs) and updates is not None:
-            merged = merge_archives(repo, ours, theirs)
-            move_ref(repo, ARCHIVE_REF, merged, ours)
-            done, ours = "merged", merged
-    ahead = ours is not None and (theirs is None or repo.descendant_of(ours, theirs))
-    if ours is not None and ours != theirs and updates is not None and ahead:
-        updates.append(RefUpdate(ARCHIVE_REF, ours, theirs))
-        done = f"{done} and pushed" if done else "pushed"
+
+    def join(ours: str, theirs: str) -> str:
+        merged = merge_archives(repo, ours, theirs)
+        move_ref(repo, ARCHIVE_REF, merged, ours)
+        return merged
+
+    done = _join(remote, ARCHIVE_REF, updates, join)
     gone = set[str]()
     theirs_logs = remote.seen_under("builds/")
     for slug, tip in archived(repo).items():
@@ -315,21 +170,9 @@ def _sync_pulls(remote: Remote, updates: list[RefUpdate]) -> None:
     A proposal both sides changed (or two clones that opened the same number) is left
     as it is on each side.
     """
-    repo = remote.repo
-    theirs_all = remote.seen_under("pulls/")
-    ours_all = {
-        name[len(PULLS) :]: str(repo.references[name].target)
-        for name in repo.references
-        if name.startswith(PULLS)
-    }
-    for number in sorted(set(theirs_all) | set(ours_all)):
-        ref, theirs, ours = PULLS + number, theirs_all.get(number), ours_all.get(number)
-        if ours == theirs:
-            continue
-        if theirs is not None and (ours is None or repo.descendant_of(theirs, ours)):
-            move_ref(repo, ref, theirs, ours)
-        elif ours is not None and (theirs is None or repo.descendant_of(ours, theirs)):
-            updates.append(RefUpdate(ref, ours, theirs))
+    ours = {name[len(PULLS) :] for name in remote.repo.references if name.startswith(PULLS)}
+    for number in sorted(ours | set(remote.seen_under("pulls/"))):
+        _join(remote, PULLS + number, updates)
 
 
 def pull(repo: pygit2.Repository, remote_name: str, slug: str | None = None) -> Remote:
@@ -422,25 +265,47 @@ def _sync_branch(
 
 def _sync_notes(remote: Remote, updates: list[RefUpdate]) -> str:
     """Merge the remote's notes into ours (``cat_sort_uniq``), then push ours if they differ."""
+
+    def join(ours: str, theirs: str) -> str:
+        tracked = remote.tracking_ref(NOTES_REF)
+        remote.git("notes", "--ref", NOTES_REF, "merge", "-q", "-s", "cat_sort_uniq", tracked)
+        return str(remote.repo.references[NOTES_REF].target)
+
+    return _join(remote, NOTES_REF, updates, join)
+
+
+def _join(
+    remote: Remote,
+    ref: str,
+    updates: list[RefUpdate] | None,
+    merge: Callable[[str, str], str] | None = None,
+) -> str:
+    """Bring a ref that only grows together with the remote's, as the last fetch saw it.
+
+    Theirs fast-forwards ours; when both moved, ``merge(ours, theirs)`` joins them and
+    moves the ref (only when ``updates`` can carry the join to the remote, and never
+    without ``merge``); ours, when it is ahead, is queued in ``updates``. Returns what
+    happened: "", "pulled", "merged", "pushed" or "pulled and pushed", "merged and pushed".
+    """
     repo = remote.repo
-    theirs = remote.seen("notes")
-    before = repo.references.get(NOTES_REF)
-    ours = None if before is None else str(before.target)
+    theirs, ours = _oid(repo, remote.tracking_ref(ref)), _oid(repo, ref)
     done = ""
     if theirs is not None and ours != theirs:
         if ours is None or repo.descendant_of(theirs, ours):
-            move_ref(repo, NOTES_REF, theirs, ours)
-            done = "pulled"
-        elif not repo.descendant_of(ours, theirs):
-            tracked = remote.tracking + "notes"
-            remote.git("notes", "--ref", NOTES_REF, "merge", "-q", "-s", "cat_sort_uniq", tracked)
-            done = "merged"
-        after = repo.references.get(NOTES_REF)
-        ours = None if after is None else str(after.target)
-    if ours is not None and ours != theirs:
-        updates.append(RefUpdate(NOTES_REF, ours, theirs))
+            move_ref(repo, ref, theirs, ours)
+            done, ours = "pulled", theirs
+        elif not repo.descendant_of(ours, theirs) and merge is not None and updates is not None:
+            done, ours = "merged", merge(ours, theirs)
+    ahead = ours is not None and (theirs is None or repo.descendant_of(ours, theirs))
+    if ours is not None and ours != theirs and updates is not None and ahead:
+        updates.append(RefUpdate(ref, ours, theirs))
         done = f"{done} and pushed" if done else "pushed"
     return done
+
+
+def _oid(repo: pygit2.Repository, ref: str) -> str | None:
+    found = repo.references.get(ref)
+    return None if found is None else str(found.target)
 
 
 def _n(count: int, noun: str) -> str:
