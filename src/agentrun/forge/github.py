@@ -35,8 +35,7 @@ from agentrun.forge.base import (
     Review,
     register,
 )
-from agentrun.forge.local import git_in
-from agentrun.gitrepo import common_dir
+from agentrun.forge.local import push_to_origin
 
 if TYPE_CHECKING:
     from github.IssueComment import IssueComment
@@ -104,23 +103,7 @@ class GitHubForge:
 
     def push_branch(self, branch: str, sha: str) -> None:
         """Push ``sha`` to ``branch`` on origin; git refuses anything but a fast-forward."""
-        try:
-            git_in(
-                common_dir(self.repo),
-                "push",
-                "--no-verify",
-                "--quiet",
-                "origin",
-                f"{sha}:refs/heads/{branch}",
-                git_dir=True,
-            )
-        except ForgeError as exc:
-            if "non-fast-forward" in str(exc) or "fetch first" in str(exc):
-                raise ForgeError(
-                    f"origin's {branch} has commits this build does not have; "
-                    "not overwriting them (agentrun never force-pushes)"
-                ) from None
-            raise
+        push_to_origin(self.repo, branch, sha)
 
     def find_open(self, head: str) -> ProposalInfo | None:
         with self._errors(f"list open pull requests of {head}"):
