@@ -66,7 +66,8 @@ def _local(tmp_path: Path, stack: ExitStack, monkeypatch: pytest.MonkeyPatch) ->
 
 
 def _gitlab(tmp_path: Path, stack: ExitStack, monkeypatch: pytest.MonkeyPatch) -> ForgeCase:
-    from agentrun.forge.gitlab import STATUS_MARKER, GitLabForge
+    from agentrun.forge.base import STATUS_MARKER
+    from agentrun.forge.gitlab import GitLabForge
 
     origin = tmp_path / "origin.git"
     git(tmp_path, "init", "-q", "--bare", str(origin))

@@ -17,8 +17,8 @@ from support.gitlab_api import BOT, PROJECT, PROJECT_ID, TESTDATA, TOKEN, GitLab
 
 from agentrun.config import parse_config
 from agentrun.errors import ConfigError, ForgeError
-from agentrun.forge.base import STEER, Access, HostedForge, forge_kind, open_forge
-from agentrun.forge.gitlab import STATUS_MARKER, GitLabForge
+from agentrun.forge.base import STATUS_MARKER, STEER, Access, HostedForge, forge_kind, open_forge
+from agentrun.forge.gitlab import GitLabForge
 from agentrun.forge.gitlab_http import RetryWaitError
 from agentrun.forge.gitlab_site import instance_url, project_from, proposal_number
 
@@ -169,7 +169,7 @@ def test_a_draft_is_the_title_prefix_and_readiness_removes_it(
     assert forge.get(number).draft is True
 
 
-@pytest.mark.parametrize("title", ["[Draft] Fix", "(draft) Fix", "draft: Fix", "WIP: Fix"])
+@pytest.mark.parametrize("title", ["[Draft] Fix", "(draft) Fix", "draft: Fix", "Draft:Fix"])
 def test_every_draft_prefix_gitlab_knows_is_removed(
     forge: GitLabForge, api: GitLabAPI, local: pygit2.Repository, title: str
 ) -> None:
@@ -188,6 +188,19 @@ def test_a_merged_or_closed_merge_request_reads_so(
     api.mrs[1]["state"] = "locked"
     assert forge.get(number).state == "closed"
     assert forge.find_open("agentrun/fix-login") is None
+
+
+def test_a_forks_merge_request_of_the_builds_branch_name_is_not_the_builds(
+    forge: GitLabForge, api: GitLabAPI, local: pygit2.Repository
+) -> None:
+    """Someone opens a merge request from their fork's ``agentrun/fix-login`` first: the
+    build must not take it for its own (and publish, label and ready someone's code)."""
+    theirs = api.open_from_fork("agentrun/fix-login", "mallory")
+    assert forge.find_open("agentrun/fix-login") is None
+    number = _draft(forge, local)
+    assert number == proposal_number(theirs + 1)
+    found = forge.find_open("agentrun/fix-login")
+    assert found is not None and found.number == number
 
 
 def test_an_issue_number_is_not_a_merge_request(forge: GitLabForge, api: GitLabAPI) -> None:
@@ -467,3 +480,15 @@ def test_the_fake_refuses_what_gitlabs_description_does(forge: GitLabForge, api:
         "path parameter 'merge_request_iid'='one' is not an integer",
     ]
     api.requests.clear()  # seen: the fixture's own check would fail on them
+
+
+def test_gl_token_serves_and_the_job_token_alone_is_not_enough(
+    api: GitLabAPI, local: pygit2.Repository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GITLAB_TOKEN")
+    monkeypatch.setenv("CI_JOB_TOKEN", TOKEN)  # cannot write notes, labels or merge requests
+    with pytest.raises(ForgeError, match="set GITLAB_TOKEN"):
+        GitLabForge(local)
+    monkeypatch.setenv("GL_TOKEN", TOKEN)
+    issue = api.add_issue("Bug", "text", "alice")
+    assert GitLabForge(local).issue(issue).author == "alice"

@@ -586,9 +586,25 @@ class GitLabAPI:
         note["body"], note["updated_at"] = body["body"], self._now()
         return 200, note
 
-    def _open(self, body: dict[str, Any]) -> dict[str, Any]:
+    def open_from_fork(self, branch: str, author: str) -> int:
+        """A merge request into the project from ``branch`` of someone's fork."""
+        with self.lock:
+            iid = int(
+                self._open(
+                    {"title": "theirs", "source_branch": branch, "target_branch": "main"},
+                    PROJECT_ID + 1000,
+                )["iid"]
+            )
+            self.mrs[iid]["author"] = _short(self.users.get(author) or self.add_user(author))
+            return iid
+
+    def _open(self, body: dict[str, Any], source: int = PROJECT_ID) -> dict[str, Any]:
         for mr in self.mrs.values():
-            if mr["state"] == "opened" and mr["source_branch"] == body["source_branch"]:
+            if (
+                mr["state"] == "opened"
+                and mr["source_branch"] == body["source_branch"]
+                and mr["source_project_id"] == source
+            ):
                 raise GitLabError(
                     409,
                     [
@@ -602,7 +618,7 @@ class GitLabAPI:
             id=7000 + iid,
             iid=iid,
             project_id=PROJECT_ID,
-            source_project_id=PROJECT_ID,
+            source_project_id=source,
             target_project_id=PROJECT_ID,
             title=body["title"],
             description=body.get("description", ""),
@@ -628,7 +644,11 @@ class GitLabAPI:
             re.match(r"^\s*(\[draft\]|\(draft\)|draft:)", mr["title"], re.IGNORECASE) is not None
         )
         mr["draft"] = mr["work_in_progress"] = draft
-        if self.origin is not None and self.origin.exists():
+        if (
+            self.origin is not None
+            and self.origin.exists()
+            and mr["source_project_id"] == PROJECT_ID
+        ):
             ref = pygit2.Repository(str(self.origin)).references.get(
                 f"refs/heads/{mr['source_branch']}"
             )

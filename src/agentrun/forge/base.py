@@ -82,6 +82,17 @@ class Forge(Protocol):
 
 
 BRANCH_PREFIX = "agentrun/"  # a build publishes from its own branch: agentrun/SLUG
+STATUS_MARKER = "<!-- agentrun:status -->"
+
+
+def status_marked(body: str) -> tuple[str, str]:
+    """A hosted forge's status comment is found again by its first line, a marker:
+    ``body``'s own ``<!-- agentrun:… -->`` line, else ``STATUS_MARKER`` put before it.
+    The marker line, and the body to post."""
+    first = body.split("\n", 1)[0]
+    if first.startswith("<!-- agentrun:") and first.endswith("-->"):
+        return first, body
+    return STATUS_MARKER, f"{STATUS_MARKER}\n{body}"
 
 
 class Access(enum.IntEnum):

@@ -34,6 +34,7 @@ from agentrun.forge.base import (
     ProposalInfo,
     Review,
     register,
+    status_marked,
 )
 from agentrun.forge.local import push_to_origin
 
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
     from github.PullRequest import PullRequest
 
 DEFAULT_API = "https://api.github.com"
-STATUS_MARKER = "<!-- agentrun:status -->"
 # ``since`` reaches back this far before the cursor's comment was written: GitHub's
 # clock has a resolution of a second, and the id filter drops what comes twice.
 SINCE_MARGIN = timedelta(minutes=1)
@@ -139,9 +139,7 @@ class GitHubForge:
         A body that does not start with an ``<!-- agentrun:… -->`` marker gets
         ``STATUS_MARKER`` as its first line.
         """
-        first = body.split("\n", 1)[0]
-        if not (first.startswith("<!-- agentrun:") and first.endswith("-->")):
-            first, body = STATUS_MARKER, f"{STATUS_MARKER}\n{body}"
+        first, body = status_marked(body)
         key = (number, first)
         with self._errors(f"update the status comment on #{number}"):
             known = self._status_ids.get(key)

@@ -33,6 +33,7 @@ from agentrun.forge.base import (
     ProposalInfo,
     Review,
     register,
+    status_marked,
 )
 from agentrun.forge.gitlab_read import comment_of, proposal_info, reviews_of, username
 from agentrun.forge.gitlab_site import (
@@ -49,7 +50,6 @@ from agentrun.forge.local import push_to_origin
 if TYPE_CHECKING:
     from gitlab.v4.objects import Project
 
-STATUS_MARKER = "<!-- agentrun:status -->"
 # GitLab's access levels on the forge-neutral scale: the one table of who may do what.
 ACCESS_LEVELS: dict[int, Access] = {
     0: Access.NONE,  # no access
@@ -77,10 +77,8 @@ class GitLabForge:
 
     name = "gitlab"
 
-    def __init__(
-        self, repo: pygit2.Repository, stop_at: float | None = None, url: str | None = None
-    ) -> None:
-        """``stop_at``: the job's ``time.monotonic()`` deadline; ``url``: ``[forge] url``."""
+    def __init__(self, repo: pygit2.Repository, stop_at: float | None = None) -> None:
+        """``stop_at``: the job's ``time.monotonic()`` deadline, which no retry outlives."""
         from agentrun.forge import gitlab_http
 
         self.repo = repo
@@ -92,7 +90,7 @@ class GitLabForge:
                 f"descriptor {credentials.TOKEN_FD} names"
             )
         self.token = token
-        self.url = instance_url(os.environ, url if url is not None else configured_url(repo))
+        self.url = instance_url(os.environ, configured_url(repo))
         names = [n for n in repo.remotes.names() if n]
         origin = repo.remotes["origin"].url if "origin" in names else None
         self.path = project_from(os.environ, origin, self.url)
@@ -109,11 +107,18 @@ class GitLabForge:
         push_to_origin(self.repo, branch, sha)
 
     def find_open(self, head: str) -> ProposalInfo | None:
+        """The open merge request from this project's ``head``: one from a fork's branch of
+        that name is someone else's, never the build's."""
         with self._errors(f"list open merge requests of {head}"):
             found = self.project.mergerequests.list(
                 state="opened", source_branch=head, get_all=True
             )
-            return next((proposal_info(mr.attributes) for mr in found), None)
+            own = (
+                mr.attributes
+                for mr in found
+                if mr.attributes.get("source_project_id") == mr.attributes.get("project_id")
+            )
+            return next((proposal_info(data) for data in own), None)
 
     def open_draft(
         self, title: str, body: str, head: str, base: str, build: str | None
@@ -152,9 +157,7 @@ class GitLabForge:
         A body that does not start with an ``<!-- agentrun:… -->`` marker gets
         ``STATUS_MARKER`` as its first line.
         """
-        first = body.split("\n", 1)[0]
-        if not (first.startswith("<!-- agentrun:") and first.endswith("-->")):
-            first, body = STATUS_MARKER, f"{STATUS_MARKER}\n{body}"
+        first, body = status_marked(body)
         kind, iid = split(number)
         key = (number, first)
         with self._errors(f"update the status note on {ref(number)}"):
@@ -305,13 +308,13 @@ class GitLabForge:
 
     def reviews_since(self, number: int, after_id: int) -> builtins.list[Review]:
         """A "request changes" verdict and the notes of unresolved diff threads newer
-        than ``after_id``, one ``changes_requested`` review per author (``gitlab_reviews``)."""
+        than ``after_id``, one ``changes_requested`` review per author (``gitlab_read``)."""
         iid = self._iid(number, "read the reviews of")
         mr = self.project.mergerequests.get(iid, lazy=True)
         with self._errors(f"read the reviews of !{iid}"):
             # GitLab's description of this endpoint takes no page: one answer, every reviewer.
             path = f"/projects/{self.project.encoded_id}/merge_requests/{iid}/reviewers"
-            listed = self.gl.http_get(path)
+            listed: Any = self.gl.http_get(path)
             reviewers = (
                 [r for r in listed if isinstance(r, dict)] if isinstance(listed, list) else []
             )

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from agentrun.forge.base import BRANCH_PREFIX, Comment, ProposalInfo, Review
-from agentrun.forge.gitlab_site import draft_title, proposal_number, ready_title
+from agentrun.forge.gitlab_site import is_draft, proposal_number, ready_title
 
 CHANGES_REQUESTED = "changes_requested"
 
@@ -99,7 +99,7 @@ def proposal_info(data: dict[str, Any]) -> ProposalInfo:
         head=head,
         base=str(data.get("target_branch") or ""),
         state=state,
-        draft=bool(data.get("draft", draft_title(title) == title)),
+        draft=bool(data.get("draft", is_draft(title))),
         url=str(data.get("web_url") or ""),
         build=head[len(BRANCH_PREFIX) :] if head.startswith(BRANCH_PREFIX) else None,
         head_sha=str(data["sha"]) if data.get("sha") else None,

@@ -23,8 +23,8 @@ from agentrun.errors import ForgeError
 DEFAULT_URL = "https://gitlab.com"
 PROPOSALS = 10**10  # above every iid GitLab gives (a 32-bit integer)
 DRAFT_PREFIX = "Draft: "
-# GitLab's own test of a draft title (Gitlab::Regex.merge_request_draft), and WIP of old.
-_DRAFT = re.compile(r"^\s*(?:\[draft\]|\(draft\)|draft:|\[wip\]|wip:)\s*", re.IGNORECASE)
+# GitLab's own test of a draft title (Gitlab::Regex.merge_request_draft; WIP: is gone).
+_DRAFT = re.compile(r"^\s*(?:\[draft\]|\(draft\)|draft:)\s*", re.IGNORECASE)
 # scheme://user@host:port/path, or scp-like user@host:path
 _ORIGIN = re.compile(r"^(?:[\w+.-]+://)?(?:[^@/]+@)?(?P<host>[^/:]+)(?::\d+)?[:/]+(?P<path>.+)$")
 
@@ -82,8 +82,12 @@ def proposal_number(iid: int) -> int:
     return PROPOSALS + iid
 
 
+def is_draft(title: str) -> bool:
+    return _DRAFT.match(title) is not None
+
+
 def draft_title(title: str) -> str:
-    return title if _DRAFT.match(title) else f"{DRAFT_PREFIX}{title}"
+    return title if is_draft(title) else f"{DRAFT_PREFIX}{title}"
 
 
 def ready_title(title: str) -> str:
