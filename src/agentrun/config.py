@@ -161,8 +161,7 @@ class StateLabels(_Model):
 
 
 class ForgeConfig(_Model):
-    """Where proposals go. ``auto`` picks ``github`` for a github.com origin, ``gitlab`` for
-    one on gitlab.com or on ``url``'s host, else ``local``."""
+    """Where proposals go: ``auto`` picks the forge of ``origin``'s host, else ``local``."""
 
     kind: Literal["auto", "local", "github", "gitlab"] = "auto"
     url: str = "https://gitlab.com"  # the GitLab instance's web URL (CI_SERVER_URL wins)

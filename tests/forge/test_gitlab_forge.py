@@ -108,6 +108,9 @@ def test_gitlab_ci_variables_win_over_the_configured_url() -> None:
     assert instance_url({"CI_SERVER_URL": "https://srv/"}, "https://configured") == "https://srv"
     assert instance_url({}, "https://configured/") == "https://configured"
     assert instance_url({}, None) == "https://gitlab.com"
+    for bad in ("gitlab.example.com", "ftp://gitlab.example.com", "https://"):
+        with pytest.raises(ConfigError, match=r"\[forge\] url = .*: expected the GitLab"):
+            instance_url({}, bad)
 
 
 def test_config_takes_the_gitlab_kind_and_an_instance_url() -> None:

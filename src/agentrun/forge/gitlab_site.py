@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import pygit2
 
-from agentrun.errors import ForgeError
+from agentrun.errors import ConfigError, ForgeError
 
 DEFAULT_URL = "https://gitlab.com"
 PROPOSALS = 10**10  # above every iid GitLab gives (a 32-bit integer)
@@ -34,7 +34,17 @@ def instance_url(environ: dict[str, str] | os._Environ[str], configured: str | N
     api = environ.get("CI_API_V4_URL", "").strip().rstrip("/")
     if api:
         return api.removesuffix("/api/v4")
-    return (environ.get("CI_SERVER_URL", "").strip() or configured or DEFAULT_URL).rstrip("/")
+    server = environ.get("CI_SERVER_URL", "").strip()
+    if server:
+        return server.rstrip("/")
+    url = (configured or DEFAULT_URL).strip().rstrip("/")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"[forge] url = {configured!r}: expected the GitLab instance's web URL, "
+            "such as https://gitlab.example.com"
+        )
+    return url
 
 
 def project_from(
