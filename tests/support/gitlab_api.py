@@ -17,10 +17,11 @@ python-gitlab's managers (``gitlab/v4/objects``) give, written in ``DOCUMENTED``
   created_at|updated_at, ``page``, ``per_page``);
 - ``GET /projects/:id/merge_requests/:merge_request_iid/discussions`` (``page``,
   ``per_page``);
-- ``GET /users`` (``username``, ``search``, ``active``, ``page``, ``per_page``).
+- ``GET /users`` (``username``, ``search``, ``active``, ``page``, ``per_page``) and
+  ``GET /user`` (no parameters).
 
-(The description's own ``absent`` list also names ``GET /user`` and ``POST …/discussions``:
-the forge calls neither.)
+(The description's own ``absent`` list also names ``POST …/discussions``: the forge does
+not call it.)
 
 **Answers.** Bodies are built from the real ones the go-gitlab project recorded, shipped
 by Debian's ``golang-github-xanzy-go-gitlab-dev`` under ``TESTDATA``:
@@ -107,6 +108,7 @@ def _documented() -> dict[str, dict[str, Any]]:
         *_PAGES,
     ]
     found["GET /api/v4/users"] = {"params": users}
+    found["GET /api/v4/user"] = {"params": []}
     return found
 
 
@@ -452,6 +454,8 @@ class GitLabAPI:
         route = endpoint.split(" ", 1)[1].removeprefix("/api/v4")
         if route.startswith("/projects/{id}") and p["id"] not in (PROJECT, str(PROJECT_ID)):
             raise GitLabError(404, "404 Project Not Found")
+        if route == "/user":
+            return 200, self.bot
         if route == "/users":
             name = (query.get("username") or [""])[0].lower()
             return 200, [u for n, u in self.users.items() if n.lower() == name]

@@ -152,10 +152,11 @@ class GitLabForge:
             self.project.mergerequests.update(iid, {"description": body})
 
     def upsert_status_comment(self, number: int, body: str) -> Comment:
-        """Edit the note whose first line is ``body``'s marker line, or post it.
+        """Edit the token owner's note whose first line is ``body``'s marker line, or post it.
 
         A body that does not start with an ``<!-- agentrun:… -->`` marker gets
-        ``STATUS_MARKER`` as its first line.
+        ``STATUS_MARKER`` as its first line. Anyone may post a note with that line: only
+        the token owner's own is the status note.
         """
         first, body = status_marked(body)
         kind, iid = split(number)
@@ -163,8 +164,10 @@ class GitLabForge:
         with self._errors(f"update the status note on {ref(number)}"):
             known = self._status_ids.get(key)
             if known is None:
+                me = self._me()
                 for old in self._notes(kind, iid):
-                    if str(old.get("body") or "").split("\n", 1)[0] == first:
+                    mine = username(old.get("author")) == me
+                    if mine and str(old.get("body") or "").split("\n", 1)[0] == first:
                         known = int(old["id"])
                         break
             notes = self._noteable(kind, iid).notes
@@ -189,10 +192,7 @@ class GitLabForge:
         kind, iid = split(number)
         with self._errors(f"read the notes of {ref(number)}"):
             notes = self._notes(kind, iid)
-        found = sorted(
-            (comment_of(n) for n in notes if int(n["id"]) > after_id), key=lambda c: c.id
-        )
-        return found
+        return sorted((comment_of(n) for n in notes if int(n["id"]) > after_id), key=lambda c: c.id)
 
     def mark_ready(self, number: int) -> None:
         """Take the merge request out of draft: its title loses the draft prefix."""
@@ -364,6 +364,12 @@ class GitLabForge:
             ids = [u.id for u in found if str(u.username).lower() == login.lower()]
             self._users[login] = int(ids[0]) if ids else None
         return self._users[login]
+
+    def _me(self) -> str:
+        """The username of the token's owner (``GET /user``, once)."""
+        if self.gl.user is None:
+            self.gl.auth()
+        return str(self.gl.user.username) if self.gl.user is not None else ""
 
     def _numeric_id(self) -> int:
         """The project's numeric id (the award emoji endpoints take no path)."""
