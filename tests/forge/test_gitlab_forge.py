@@ -461,6 +461,17 @@ def test_a_wait_past_the_jobs_end_is_not_waited(api: GitLabAPI, local: pygit2.Re
     assert len(api.find("GET", f"{ISSUES}/1")) == 1
 
 
+def test_without_a_time_limit_an_hour_long_wait_is_not_waited_either(
+    forge: GitLabForge, api: GitLabAPI
+) -> None:
+    issue = api.add_issue("Bug", "text", "alice")
+    reset = str(int(time.time()) + 3600)
+    api.fail("PUT", f"{ISSUES}/1", 429, {"RateLimit-Reset": reset})
+    with pytest.raises(RetryWaitError, match="longer than the 600 s agentrun waits at most"):
+        forge.set_labels(issue, ["agentrun:running"], [])
+    assert api.issues[1]["labels"] == []
+
+
 def test_an_unreachable_instance_names_it(
     local: pygit2.Repository, monkeypatch: pytest.MonkeyPatch
 ) -> None:
