@@ -87,6 +87,12 @@ def github_token() -> str | None:
     return _from_fd() or _first(GITHUB_VARS)
 
 
+def gitlab_token() -> str | None:
+    """The GitLab token: from ``AGENTRUN_TOKEN_FD``, else ``GITLAB_TOKEN``/``GL_TOKEN``
+    (not ``CI_JOB_TOKEN``: it cannot write notes, labels or merge requests)."""
+    return _from_fd() or _first(tuple(name for name, _ in GITLAB_VARS[:2]))
+
+
 def git_config(remote_urls: Sequence[str]) -> list[tuple[str, str]]:
     """The credentials of one fetch or push, as config entries for ``GIT_CONFIG_*``.
 

@@ -15,7 +15,7 @@ from agentrun.errors import ConfigError
 
 DISTRIBUTION = "git-agentrun"
 # extra -> the module it brings, and the distribution that module comes from
-EXTRAS = {"github": ("github", "PyGithub")}
+EXTRAS = {"github": ("github", "PyGithub"), "gitlab": ("gitlab", "python-gitlab")}
 
 
 def installed(extra: str) -> bool:

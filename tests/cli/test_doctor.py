@@ -311,3 +311,16 @@ def test_doctor_names_the_forge_and_why(here: Path) -> None:
     )
     write_config(here, command_runtime(sys.executable) + '[forge]\nkind = "local"\n')
     assert invoke("doctor").stdout.splitlines()[-1] == "forge: local (configured)"
+
+
+def test_doctor_names_a_gitlab_origin_as_the_gitlab_forge(here: Path) -> None:
+    git(here, "remote", "add", "origin", "git@git.example.org:team/project.git")
+    write_config(here, command_runtime(sys.executable))
+    assert invoke("doctor").stdout.splitlines()[-1] == (
+        "forge: local (auto: origin is not on github.com)"
+    )
+    url = '[forge]\nurl = "https://git.example.org"\n'
+    write_config(here, command_runtime(sys.executable) + url)
+    assert invoke("doctor").stdout.splitlines()[-1] == (
+        "forge: gitlab (auto: origin is on gitlab.com or on [forge] url's host)"
+    )

@@ -1,19 +1,26 @@
 """The behaviour every forge shares (DESIGN §8), run against each implementation.
 
 A factory builds a ``ForgeCase``: the forge under test plus the local repository whose
-branches it publishes. Today only the local forge; github and gitlab add a factory
-(with their fake servers) to ``FACTORIES``.
+branches it publishes. The local forge, and the gitlab forge against the fake GitLab of
+``support.gitlab_api`` (every request checked against GitLab's API description); github
+adds a factory when its Prism server can keep state.
+
+Where a hosted forge differs by nature, the case says how: it credits every comment to
+the token's owner (``credits``), and its status comment carries the marker line it is
+found again by (``marker``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
 import pytest
-from conftest import make_repo
+from conftest import git, make_repo
+from support.gitlab_api import BOT, GitLabAPI
 
 from agentrun.errors import ForgeError
 from agentrun.forge.base import Forge
@@ -24,6 +31,14 @@ from agentrun.forge.local import LocalForge
 class ForgeCase:
     forge: Forge
     repo: pygit2.Repository
+    credits: str | None = None  # who every comment is by, whatever author is asked for
+    marker: str = ""  # the status comment's first line, before the status itself
+
+    def author(self, asked: str) -> str:
+        return self.credits or asked
+
+    def status(self, text: str) -> str:
+        return f"{self.marker}\n{text}" if self.marker else text
 
     def commit(self, branch: str, name: str, text: str) -> str:
         """A new commit on ``branch`` (created from main) in the local repository."""
@@ -45,18 +60,39 @@ class ForgeCase:
         return sha
 
 
-def _local(tmp_path: Path) -> ForgeCase:
+def _local(tmp_path: Path, stack: ExitStack, monkeypatch: pytest.MonkeyPatch) -> ForgeCase:
     repo = pygit2.Repository(str(make_repo(tmp_path / "repo")))
     return ForgeCase(LocalForge(repo), repo)
 
 
-FACTORIES: dict[str, Callable[[Path], ForgeCase]] = {"local": _local}
+def _gitlab(tmp_path: Path, stack: ExitStack, monkeypatch: pytest.MonkeyPatch) -> ForgeCase:
+    from agentrun.forge.base import STATUS_MARKER
+    from agentrun.forge.gitlab import GitLabForge
+
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", str(origin))
+    path = make_repo(tmp_path / "repo")
+    git(path, "remote", "add", "origin", f"file://{origin}")
+    git(path, "push", "-q", "origin", "main")
+    api = GitLabAPI(origin)
+    stack.callback(api.close)
+    stack.callback(api.assert_accepted)  # runs first: every request was GitLab's kind
+    for key, value in api.env().items():
+        monkeypatch.setenv(key, value)
+    repo = pygit2.Repository(str(path))
+    return ForgeCase(GitLabForge(repo), repo, credits=BOT, marker=STATUS_MARKER)
+
+
+Factory = Callable[[Path, ExitStack, pytest.MonkeyPatch], ForgeCase]
+FACTORIES: dict[str, Factory] = {"local": _local, "gitlab": _gitlab}
 
 
 @pytest.fixture(params=sorted(FACTORIES))
-def case(request: pytest.FixtureRequest, tmp_path: Path) -> ForgeCase:
-    factory: Callable[[Path], ForgeCase] = FACTORIES[request.param]
-    return factory(tmp_path)
+def case(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[ForgeCase]:
+    with ExitStack() as stack:
+        yield FACTORIES[request.param](tmp_path, stack, monkeypatch)
 
 
 def test_open_draft_returns_an_open_draft(case: ForgeCase) -> None:
@@ -143,11 +179,11 @@ def test_status_comment_is_created_once_then_edited_in_place(case: ForgeCase) ->
     first = case.forge.upsert_status_comment(info.number, "status: planning")
     second = case.forge.upsert_status_comment(info.number, "status: implementing")
     assert second.id == first.id
-    assert second.body == "status: implementing"
+    assert second.body == case.status("status: implementing")
     assert second.created_at == first.created_at
     assert second.updated_at >= first.updated_at
     comments = case.forge.get(info.number).comments
-    assert [c.body for c in comments] == ["status: implementing"]
+    assert [c.body for c in comments] == [case.status("status: implementing")]
 
 
 def test_comments_count_up_and_comments_since_returns_the_newer_ones(case: ForgeCase) -> None:
@@ -157,7 +193,7 @@ def test_comments_count_up_and_comments_since_returns_the_newer_ones(case: Forge
     second = case.forge.comment(info.number, "two", author="bob")
     third = case.forge.comment(info.number, "three")
     assert first.id < second.id < third.id
-    assert (first.author, first.body) == ("alice", "one")
+    assert (first.author, first.body) == (case.author("alice"), "one")
     assert [c.body for c in case.forge.comments_since(info.number, 0)] == ["one", "two", "three"]
     assert case.forge.comments_since(info.number, first.id) == [second, third]
     assert case.forge.comments_since(info.number, third.id) == []
@@ -170,7 +206,7 @@ def test_status_comment_does_not_disturb_other_comments(case: ForgeCase) -> None
     human = case.forge.comment(info.number, "please fix", author="alice")
     case.forge.upsert_status_comment(info.number, "s2")
     by_id = {c.id: c for c in case.forge.get(info.number).comments}
-    assert by_id[status.id].body == "s2"
+    assert by_id[status.id].body == case.status("s2")
     assert by_id[human.id].body == "please fix"
     assert len(by_id) == 2
 

@@ -17,9 +17,8 @@ from support.faults import graphql_error
 from support.prism import TOKEN, GitHubAPI
 
 from agentrun.errors import ForgeError
-from agentrun.forge.base import STEER, Access, HostedForge, open_forge
+from agentrun.forge.base import STATUS_MARKER, STEER, Access, HostedForge, open_forge
 from agentrun.forge.github import (
-    STATUS_MARKER,
     GitHubForge,
     repository_from,
 )

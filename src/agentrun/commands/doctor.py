@@ -56,6 +56,8 @@ def forge_line(repo: pygit2.Repository, config: Config) -> tuple[str, bool]:
         return f"forge: {kind} (configured)", True
     if kind == "github":
         return "forge: github (auto: origin is on github.com)", True
+    if kind == "gitlab":
+        return "forge: gitlab (auto: origin is on gitlab.com or on [forge] url's host)", True
     if origin_on_github(repo):
         return (
             "forge: local (auto: origin is on github.com, but the github forge is not "

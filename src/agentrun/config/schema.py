@@ -151,9 +151,10 @@ class StateLabels(_Model):
 
 
 class ForgeConfig(_Model):
-    """Where proposals go. ``auto`` picks ``github`` for a github.com origin, else ``local``."""
+    """Where proposals go: ``auto`` picks the forge of ``origin``'s host, else ``local``."""
 
-    kind: Literal["auto", "local", "github"] = "auto"
+    kind: Literal["auto", "local", "github", "gitlab"] = "auto"
+    url: str = "https://gitlab.com"  # the GitLab instance's web URL (CI_SERVER_URL wins)
     label: str = "agentrun"  # the issue label that starts a build
     labels: StateLabels = StateLabels()
     allow_bots: tuple[str, ...] = ()  # bot logins whose /agentrun commands are accepted

@@ -82,6 +82,17 @@ class Forge(Protocol):
 
 
 BRANCH_PREFIX = "agentrun/"  # a build publishes from its own branch: agentrun/SLUG
+STATUS_MARKER = "<!-- agentrun:status -->"
+
+
+def status_marked(body: str) -> tuple[str, str]:
+    """A hosted forge's status comment is found again by its first line, a marker:
+    ``body``'s own ``<!-- agentrun:… -->`` line, else ``STATUS_MARKER`` put before it.
+    The marker line, and the body to post."""
+    first = body.split("\n", 1)[0]
+    if first.startswith("<!-- agentrun:") and first.endswith("-->"):
+        return first, body
+    return STATUS_MARKER, f"{STATUS_MARKER}\n{body}"
 
 
 class Access(enum.IntEnum):
@@ -163,7 +174,11 @@ class HostedForge(Forge, Protocol):
 # (repository, stop_at): ``stop_at`` is the job's ``time.monotonic()`` deadline, or None.
 ForgeFactory = Callable[[pygit2.Repository, float | None], Forge]
 _REGISTRY: dict[str, ForgeFactory] = {}
-MODULES = {"local": "agentrun.forge.local", "github": "agentrun.forge.github"}
+MODULES = {
+    "local": "agentrun.forge.local",
+    "github": "agentrun.forge.github",
+    "gitlab": "agentrun.forge.gitlab",
+}
 
 
 def register(kind: str, factory: ForgeFactory) -> None:
@@ -171,16 +186,33 @@ def register(kind: str, factory: ForgeFactory) -> None:
 
 
 def forge_kind(repo: pygit2.Repository, kind: str) -> str:
-    """``auto`` is ``github`` when ``origin`` is on github.com and the github extra is
-    installed, else ``local``: a clone of a GitHub project builds locally without it."""
+    """``auto`` is ``github`` when ``origin`` is on github.com, ``gitlab`` when it is on
+    gitlab.com or on the host of ``[forge] url``, each when its extra is installed, else
+    ``local``: a clone of a hosted project builds locally without the extra."""
     if kind != "auto":
         return kind
-    return "github" if origin_on_github(repo) and extras.installed("github") else "local"
+    if origin_on_github(repo):
+        return "github" if extras.installed("github") else "local"
+    return "gitlab" if origin_on_gitlab(repo) and extras.installed("gitlab") else "local"
 
 
 def origin_on_github(repo: pygit2.Repository) -> bool:
+    return "github.com" in _origin(repo)
+
+
+def origin_on_gitlab(repo: pygit2.Repository) -> bool:
+    """``origin`` is on gitlab.com, or on the host of the config's ``[forge] url``."""
+    origin = _origin(repo)
+    if not origin:
+        return False
+    from agentrun.forge.gitlab_site import configured_url, on_gitlab
+
+    return on_gitlab(origin, configured_url(repo))
+
+
+def _origin(repo: pygit2.Repository) -> str:
     names = [n for n in repo.remotes.names() if n]
-    return "origin" in names and "github.com" in (repo.remotes["origin"].url or "")
+    return (repo.remotes["origin"].url or "") if "origin" in names else ""
 
 
 def require_forge(kind: str) -> None:

@@ -34,16 +34,15 @@ from agentrun.forge.base import (
     ProposalInfo,
     Review,
     register,
+    status_marked,
 )
-from agentrun.forge.local import git_in
-from agentrun.gitrepo import common_dir
+from agentrun.forge.local import push_to_origin
 
 if TYPE_CHECKING:
     from github.IssueComment import IssueComment
     from github.PullRequest import PullRequest
 
 DEFAULT_API = "https://api.github.com"
-STATUS_MARKER = "<!-- agentrun:status -->"
 # ``since`` reaches back this far before the cursor's comment was written: GitHub's
 # clock has a resolution of a second, and the id filter drops what comes twice.
 SINCE_MARGIN = timedelta(minutes=1)
@@ -104,23 +103,7 @@ class GitHubForge:
 
     def push_branch(self, branch: str, sha: str) -> None:
         """Push ``sha`` to ``branch`` on origin; git refuses anything but a fast-forward."""
-        try:
-            git_in(
-                common_dir(self.repo),
-                "push",
-                "--no-verify",
-                "--quiet",
-                "origin",
-                f"{sha}:refs/heads/{branch}",
-                git_dir=True,
-            )
-        except ForgeError as exc:
-            if "non-fast-forward" in str(exc) or "fetch first" in str(exc):
-                raise ForgeError(
-                    f"origin's {branch} has commits this build does not have; "
-                    "not overwriting them (agentrun never force-pushes)"
-                ) from None
-            raise
+        push_to_origin(self.repo, branch, sha)
 
     def find_open(self, head: str) -> ProposalInfo | None:
         with self._errors(f"list open pull requests of {head}"):
@@ -156,9 +139,7 @@ class GitHubForge:
         A body that does not start with an ``<!-- agentrun:… -->`` marker gets
         ``STATUS_MARKER`` as its first line.
         """
-        first = body.split("\n", 1)[0]
-        if not (first.startswith("<!-- agentrun:") and first.endswith("-->")):
-            first, body = STATUS_MARKER, f"{STATUS_MARKER}\n{body}"
+        first, body = status_marked(body)
         key = (number, first)
         with self._errors(f"update the status comment on #{number}"):
             known = self._status_ids.get(key)

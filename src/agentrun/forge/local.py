@@ -323,6 +323,27 @@ def tracked_changes(worktree: Path) -> builtins.list[str]:
     return [line[3:] for line in out.splitlines() if line.strip()]
 
 
+def push_to_origin(repo: pygit2.Repository, branch: str, sha: str) -> None:
+    """Push ``sha`` to ``branch`` on origin; git refuses anything but a fast-forward."""
+    try:
+        git_in(
+            common_dir(repo),
+            "push",
+            "--no-verify",
+            "--quiet",
+            "origin",
+            f"{sha}:refs/heads/{branch}",
+            git_dir=True,
+        )
+    except ForgeError as exc:
+        if "non-fast-forward" in str(exc) or "fetch first" in str(exc):
+            raise ForgeError(
+                f"origin's {branch} has commits this build does not have; "
+                "not overwriting them (agentrun never force-pushes)"
+            ) from None
+        raise
+
+
 def git_in(where: Path, *args: str, git_dir: bool = False) -> str:
     """Run git in working tree ``where`` (or git directory, with ``git_dir``); its stdout.
 
