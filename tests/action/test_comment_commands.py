@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentrun.forge.commands import Command, Refusal, parse
+from agentrun.hosted.commands import Command, Refusal, parse
 
 
 def test_a_comment_without_commands_has_none() -> None:

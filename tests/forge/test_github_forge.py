@@ -17,7 +17,7 @@ from support.faults import graphql_error
 from support.prism import TOKEN, GitHubAPI
 
 from agentrun.errors import ForgeError
-from agentrun.forge.base import HostedForge, open_forge
+from agentrun.forge.base import STEER, Access, HostedForge, open_forge
 from agentrun.forge.github import (
     STATUS_MARKER,
     GitHubForge,
@@ -271,14 +271,41 @@ def test_issue(forge: GitHubForge, api: GitHubAPI) -> None:
     api.assert_accepted()
 
 
-def test_permission_reads_the_role_and_a_404_is_none(forge: GitHubForge, api: GitHubAPI) -> None:
-    assert forge.permission("octocat") == "admin"
+def test_access_reads_the_role_onto_the_scale_and_a_404_is_none(
+    forge: GitHubForge, api: GitHubAPI
+) -> None:
+    assert forge.access("octocat") is Access.ADMIN
     api.answer_with("GET", f"{REPO}/collaborators/stranger/permission", 404)
-    assert forge.permission("stranger") == "none"
+    assert forge.access("stranger") is Access.NONE
     assert [r.path for r in api.requests] == [
         f"{REPO}/collaborators/octocat/permission",
         f"{REPO}/collaborators/stranger/permission",
     ]
+    api.assert_accepted()
+
+
+@pytest.mark.parametrize(
+    ("role", "permission", "level"),
+    [
+        ("maintain", "write", Access.MAINTAIN),
+        ("triage", "read", Access.TRIAGE),
+        ("write", "write", Access.WRITE),
+        # A custom role is named after itself; its base permission says what it may do.
+        ("release-managers", "write", Access.WRITE),
+        ("auditors", "read", Access.READ),
+    ],
+)
+def test_every_github_role_lands_on_the_scale_steering_compares(
+    forge: GitHubForge, api: GitHubAPI, role: str, permission: str, level: Access
+) -> None:
+    api.respond(
+        "GET",
+        f"{REPO}/collaborators/octocat/permission",
+        lambda ex: {**ex, "permission": permission, "role_name": role},
+    )
+    found = forge.access("octocat")
+    assert found is level
+    assert (found >= STEER) == (level in (Access.WRITE, Access.MAINTAIN, Access.ADMIN))
     api.assert_accepted()
 
 

@@ -47,19 +47,23 @@ def action(config_path: str, time_limit: float | None, label: str, remote: str) 
     """
     from agentrun.cli.output import outliving_readers
     from agentrun.cli.progress import progress
-    from agentrun.commands.action import GitHubEvent, outputs_written
+    from agentrun.commands.action import FORGE, GitHubEvent, outputs_written
     from agentrun.commands.action import action as act
+    from agentrun.commands.action_log import job_log
     from agentrun.commands.build import deadline
-    from agentrun.commands.steer import FORGE
     from agentrun.forge.base import require_forge
-    from agentrun.hosted.actions_log import job_log
+    from agentrun.hosted.job import HostedJob
 
     stop_at = deadline(time_limit)
     with outliving_readers(), outputs_written(os.environ) as result, job_log(os.environ, result):
         require_forge(FORGE)  # before any step, so the job fails in one line
         event = GitHubEvent.from_env(os.environ)
         with progress() as observer:
-            act(_repo(), event, config_path, remote, stop_at, label or None, result, observer)
+            job = HostedJob(
+                _repo(), event.site(), config_path, remote, stop_at, label or None, result
+            )
+            job.observer = observer
+            act(job, event)
         for line in result.lines:
             click.echo(line)
         raise click.exceptions.Exit(_action_exit(result.state))

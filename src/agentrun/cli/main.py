@@ -59,7 +59,7 @@ class AgentrunGroup(click.Group):
 
 def _say_error(line: str) -> None:
     if os.environ.get("GITHUB_ACTIONS") == "true":  # an error may quote what an agent wrote
-        from agentrun.hosted.actions_log import escape_text
+        from agentrun.commands.action_log import escape_text
 
         line = escape_text(line)
     with suppress(OSError):  # a stderr nobody reads must not turn an error into a crash

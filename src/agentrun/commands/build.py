@@ -7,6 +7,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import pygit2
 
@@ -15,6 +16,7 @@ from agentrun.commands.doctor import auto_pick
 from agentrun.config import CONFIG_FILE, Config, config_from_data, load_config
 from agentrun.errors import AgentrunError, ConcurrentUpdateError, ConfigError
 from agentrun.events import BuildCreated, HumanActor
+from agentrun.forge.base import BRANCH_PREFIX
 from agentrun.gitrepo import require_commits, user_login
 from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import BuildState
@@ -157,37 +159,75 @@ def create_build(
         raise AgentrunError("the goal is empty: say what the build should achieve")
     if config is None:
         config = load_config(Path(repo.workdir)) if repo.workdir else Config()
-    config = with_overrides(config, roles or {}, max_cost)
+    config, picked = runnable(with_overrides(config, roles or {}, max_cost))
+    base_ref, base_sha = resolve_base(repo, base)
+    changed = uncommitted(repo)
+    slug = new_build(
+        repo,
+        slugify(goal),
+        user_login(repo),
+        goal,
+        (base_ref, base_sha),
+        config,
+        allow_empty=allow_empty,
+    )
+    return Created(slug, base_ref, base_sha, bool(changed), picked, CONFIG_FILE in changed)
+
+
+def runnable(config: Config) -> tuple[Config, str | None]:
+    """The config a new build runs with, and the runtime picked when none is configured;
+    a build no agent could run is refused before anything is written."""
     picked = None
     if not config.roles:
         config, picked = auto_pick(config)
     check_runnable(config)
     # Before anything is written: the goal may hold a secret value (scrubbed, slug too).
     secrets.remember_config(config, os.environ)
-    base_ref, base_sha = resolve_base(repo, base)
-    changed = uncommitted(repo)
+    return config, picked
+
+
+def new_build(
+    repo: pygit2.Repository,
+    stem: str,
+    login: str,
+    goal: str,
+    base: tuple[str, str],
+    config: Config,
+    source: Literal["cli", "issue", "hook"] = "cli",
+    issue: str | None = None,
+    requested_by: str | None = None,
+    allow_empty: bool = False,
+) -> str:
+    """Create a build (its ``build.created``, by ``login``, from ``base``: the branch and
+    its commit) under the first free slug of ``stem``, ``stem-2``, …, its branch
+    ``agentrun/SLUG``; the slug is returned.
+
+    A slug is free when no build, archived build or branch has it; of two processes
+    taking one at once, the one that loses the compare-and-swap takes the next."""
     log = EventLog(repo)
     taken = set(log.slugs()) | set(archived(repo))
-    stem = slugify(goal)
     for n in range(1, 1000):
         slug = stem if n == 1 else f"{stem}-{n}"
-        branch = f"agentrun/{slug}"
+        branch = f"{BRANCH_PREFIX}{slug}"
         if slug in taken or f"refs/heads/{branch}" in repo.references:
             continue
         created = BuildCreated(
             goal=goal,
-            base_ref=base_ref,
-            base_sha=base_sha,
+            base_ref=base[0],
+            base_sha=base[1],
             branch=branch,
-            source="cli",
+            source=source,
+            issue=issue,
+            requested_by=requested_by,
             config=snapshot(config),
             allow_empty=allow_empty,
         )
+        first = Draft(created, HumanActor(login=login))
         try:
-            log.append(slug, [Draft(created, HumanActor(login=user_login(repo)))], None)
+            log.append(slug, [first], None)
         except ConcurrentUpdateError:
             continue  # another process took this slug a moment ago
-        return Created(slug, base_ref, base_sha, bool(changed), picked, CONFIG_FILE in changed)
+        return slug
     raise AgentrunError(f"too many builds named {stem}-N: archive some with `git agentrun pulls`")
 
 

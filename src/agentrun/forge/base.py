@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import enum
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -80,9 +81,30 @@ class Forge(Protocol):
         """Put the proposal back into draft (its build works on it again)."""
 
 
-Permission = Literal["admin", "maintain", "write", "triage", "read", "none"]
+BRANCH_PREFIX = "agentrun/"  # a build publishes from its own branch: agentrun/SLUG
+
+
+class Access(enum.IntEnum):
+    """What a person may do in a repository, on one scale for every forge, lowest first.
+
+    Each forge maps its own roles onto it (GitHub: none, read, triage, write, maintain,
+    admin). Steering a build takes ``WRITE`` or above: people who may push to the
+    repository may also tell its builds what to do.
+    """
+
+    NONE = 0
+    READ = 1  # sees the repository and its issues
+    TRIAGE = 2  # manages issues and labels, pushes nothing
+    WRITE = 3  # pushes branches: may steer builds
+    MAINTAIN = 4  # manages the repository's settings, short of destroying it
+    ADMIN = 5  # owns it
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+STEER = Access.WRITE  # the least access whose comments and reviews steer builds
 CommitState = Literal["pending", "success", "failure", "error"]
-WRITE_OR_ABOVE: frozenset[str] = frozenset({"admin", "maintain", "write"})
 
 
 @dataclass(frozen=True)
@@ -117,7 +139,7 @@ class HostedForge(Forge, Protocol):
     def issue(self, number: int) -> Issue:
         """An issue (or a proposal seen as an issue)."""
 
-    def permission(self, login: str) -> Permission:
+    def access(self, login: str) -> Access:
         """What ``login`` may do in the repository, asked of the forge (never the payload)."""
 
     def set_labels(self, number: int, add: Sequence[str], remove: Sequence[str]) -> None:

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
 
 import pygit2
@@ -26,10 +26,11 @@ import pygit2
 from agentrun import credentials
 from agentrun.errors import ForgeError
 from agentrun.forge.base import (
+    BRANCH_PREFIX,
+    Access,
     Comment,
     CommitState,
     Issue,
-    Permission,
     ProposalInfo,
     Review,
     register,
@@ -43,11 +44,12 @@ if TYPE_CHECKING:
 
 DEFAULT_API = "https://api.github.com"
 STATUS_MARKER = "<!-- agentrun:status -->"
-BRANCH_PREFIX = "agentrun/"
 # ``since`` reaches back this far before the cursor's comment was written: GitHub's
 # clock has a resolution of a second, and the id filter drops what comes twice.
 SINCE_MARGIN = timedelta(minutes=1)
-_PERMISSIONS: dict[str, Permission] = {p: p for p in get_args(Permission)}
+# GitHub's role names on the forge-neutral scale; its older ``permission`` field uses
+# four of them (maintain reads as write, triage as read).
+ROLES: dict[str, Access] = {str(level): level for level in Access}
 _ORIGIN = re.compile(r"github\.com[:/]+(?P<repo>[^/\s]+/[^/\s]+?)(?:\.git)?/?$")
 _NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
 _REPOSITORY = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -215,7 +217,7 @@ class GitHubForge:
                 is_proposal=found.pull_request is not None,
             )
 
-    def permission(self, login: str) -> Permission:
+    def access(self, login: str) -> Access:
         """``login``'s role; a 404 (not a collaborator, no such user) is ``none``."""
         url = f"{self.repo_url}/collaborators/{quote(login, safe='')}/permission"
         try:
@@ -223,11 +225,11 @@ class GitHubForge:
                 _, data = self.gh.requester.requestJsonAndCheck("GET", url)
         except ForgeError as exc:
             if _status(exc) == 404:
-                return "none"
+                return Access.NONE
             raise
-        role = _PERMISSIONS.get(str(data.get("role_name")))
+        role = ROLES.get(str(data.get("role_name")))
         # A custom role is named after itself: its base permission says what it may do.
-        return role or _PERMISSIONS.get(str(data.get("permission")), "none")
+        return role or ROLES.get(str(data.get("permission")), Access.NONE)
 
     def set_labels(self, number: int, add: Sequence[str], remove: Sequence[str]) -> None:
         """Add, then remove; removing a label the issue does not have is not an error."""

@@ -39,9 +39,7 @@ from agentrun.gitrepo import (
     signature,
     tree_at,
 )
-
-# Named here too for commands/action.py, which imports it from the store (to move with it).
-from agentrun.kernel.draft import Draft as Draft
+from agentrun.kernel.draft import Draft
 from agentrun.secrets import scrub, scrub_bytes
 
 BUILDS = "refs/agentrun/builds/"

@@ -34,7 +34,7 @@ import regex
 from agentrun.errors import AgentrunError
 
 if TYPE_CHECKING:
-    from agentrun.commands.action import ActionResult
+    from agentrun.hosted.result import JobResult
     from agentrun.kernel.state import BuildState
 
 _IGNORABLE = r"[\p{Cc}\p{Cf}\p{Mn}\p{Me}]"
@@ -141,7 +141,7 @@ class JobLog:
 
 
 @contextmanager
-def job_log(environ: Mapping[str, str], result: ActionResult) -> Iterator[JobLog | None]:
+def job_log(environ: Mapping[str, str], result: JobResult) -> Iterator[JobLog | None]:
     """Inside a GitHub Actions job (``GITHUB_ACTIONS=true``): escaped output for the
     duration, then the job summary, ``::error::`` or ``::notice::`` however it ends."""
     if environ.get("GITHUB_ACTIONS") != "true":
@@ -162,7 +162,7 @@ def job_log(environ: Mapping[str, str], result: ActionResult) -> Iterator[JobLog
         sys.stdout, sys.stderr = saved
 
 
-def _failure(exc: BaseException, result: ActionResult) -> str | None:
+def _failure(exc: BaseException, result: JobResult) -> str | None:
     """Why the step fails, in one line; None when it does not (exit 0, or a build that
     waits for a person)."""
     if isinstance(exc, click.exceptions.Exit):
@@ -178,7 +178,7 @@ def _failure(exc: BaseException, result: ActionResult) -> str | None:
 
 
 def _report(
-    log: JobLog, environ: Mapping[str, str], result: ActionResult, failure: str | None
+    log: JobLog, environ: Mapping[str, str], result: JobResult, failure: str | None
 ) -> None:
     summary = environ.get("GITHUB_STEP_SUMMARY")
     if summary:
@@ -196,7 +196,7 @@ def _report(
 # --- the job summary ----------------------------------------------------------------
 
 
-def render_summary(result: ActionResult, failure: str | None = None) -> str:
+def render_summary(result: JobResult, failure: str | None = None) -> str:
     """The step's summary in Markdown: what the build is, where it is, what it cost."""
     from agentrun.cli.render import cost_text
 

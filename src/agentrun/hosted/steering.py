@@ -1,10 +1,11 @@
 """Steering a build from its forge: ``/agentrun …`` comments and changes-requested reviews.
 
 Every comment and review since the build's ``forge.cursor`` is read, not only the one
-that started the job (GitHub cancels queued jobs of a concurrency group). Commands are
-accepted only from people with write permission or above, asked of the forge; bots
-only when the config lists them. Every refusal is answered with a short comment, every
-accepted command acknowledged with a reaction. Text that reaches an agent is sanitised.
+that started the job (a forge may cancel queued jobs, as GitHub does within a
+concurrency group). Commands are accepted only from people with ``forge.base.STEER``
+access or above, asked of the forge; bots only when the config lists them. Every
+refusal is answered with a short comment, every accepted command acknowledged with a
+reaction. Text that reaches an agent is sanitised.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import pygit2
 from agentrun import secrets
 from agentrun.errors import AgentrunError
 from agentrun.events import FeedbackReceived, ForgeCursor
-from agentrun.forge.base import WRITE_OR_ABOVE, Comment, HostedForge
-from agentrun.forge.commands import Command, Refusal, parse
+from agentrun.forge.base import STEER, Access, Comment, HostedForge
+from agentrun.hosted.commands import Command, Refusal, parse
+from agentrun.hosted.site import Site
 from agentrun.kernel import requests
 from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import BuildState
@@ -29,10 +31,8 @@ from agentrun.store.append import append_decided
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.log import EventLog
 
-FORGE = "github"
 MARK = "<!-- agentrun -->"  # on every comment agentrun posts, so it never reads its own
 OWN = "<!-- agentrun"  # the start of MARK and of the forge's markers (status, questions)
-ACTIONS_BOT = "github-actions[bot]"  # who the workflow's token comments as
 READERS = 8  # forge reads in flight at once when many builds are steered
 NAME_IT = "write `/agentrun answer ID TEXT`"  # how a comment names one of several questions
 
@@ -43,19 +43,20 @@ class Steering:
     def __init__(
         self,
         repo: pygit2.Repository,
+        site: Site,
         open_forge: Callable[[], HostedForge],
         allow_bots: Callable[[], Sequence[str]],
         say: Callable[[str], object],
         remote: str | None = None,
     ) -> None:
         """``remote``: where the base branch is read for ``/agentrun reconcile``."""
-        self.repo = repo
+        self.repo, self.site = repo, site
         self.remote = remote
         self._open_forge, self._allow_bots, self._say = open_forge, allow_bots, say
         self.log, self.cache = EventLog(repo), StateCache(repo)
         self._forge: HostedForge | None = None
-        self._permissions: dict[str, str] = {}
-        self._bots: set[str] = set()  # logins the payload marks as bots (``type: Bot``)
+        self._access: dict[str, Access] = {}
+        self._bots: set[str] = set()  # logins the event marks as bots
         self._read: dict[tuple[str, int, int], list[Any]] = {}  # filled by ``prefetch``
 
     @property
@@ -70,7 +71,7 @@ class Steering:
         # A comment or review may quote a secret value: scrubbed before it is appended.
         secrets.remember_config(state.config, os.environ)
         before = self.log.tip_oid(state.slug)
-        numbers = [n for n in (state.issue_number, proposal_number(state)) if n]
+        numbers = [n for n in (state.issue_number, self.proposal(state)) if n]
         seen: dict[int, tuple[int, Comment]] = {}
         for number in numbers:
             for comment in self._since("comments", number, state.forge_comment):
@@ -81,7 +82,7 @@ class Steering:
             last_comment = max(last_comment, comment_id)
             self._comment(state.slug, number, comment)
         last_review = state.forge_review
-        pr = proposal_number(state)
+        pr = self.proposal(state)
         if pr is not None:
             for review in self._since("reviews", pr, state.forge_review):
                 last_review = max(last_review, review.id)
@@ -92,12 +93,16 @@ class Steering:
                     continue
                 text = sanitize("\n\n".join([review.body, *review.comments]).strip())
                 feedback = FeedbackReceived(
-                    forge=FORGE, number=pr, review=review.id, author=review.author, text=text
+                    forge=self.site.kind,
+                    number=pr,
+                    review=review.id,
+                    author=review.author,
+                    text=text,
                 )
                 self._request(state.slug, review.author, _always(feedback))
                 self._say(f"review {review.id} by {review.author}: feedback for the next round")
         if last_comment > state.forge_comment or last_review > state.forge_review:
-            cursor = ForgeCursor(forge=FORGE, comment=last_comment, review=last_review)
+            cursor = ForgeCursor(forge=self.site.kind, comment=last_comment, review=last_review)
             self._append(state.slug, cursor)
         return self.log.tip_oid(state.slug) != before
 
@@ -119,7 +124,7 @@ class Steering:
         for state in states:
             if state.issue_number:
                 wanted.append(("comments", state.issue_number, state.forge_comment))
-            if (pr := proposal_number(state)) is not None:
+            if (pr := self.proposal(state)) is not None:
                 wanted += [
                     ("comments", pr, state.forge_comment),
                     ("reviews", pr, state.forge_review),
@@ -145,7 +150,7 @@ class Steering:
             self._read = dict(zip(wanted, pool.map(read, wanted), strict=True))
 
     def _comment(self, slug: str, number: int, comment: Comment) -> None:
-        if OWN in comment.body or comment.author == ACTIONS_BOT:
+        if OWN in comment.body or comment.author == self.site.bot:
             return  # agentrun's own words
         found = parse(comment.body)
         if not found:
@@ -208,20 +213,26 @@ class Steering:
             if login in self._allow_bots():
                 return None
             return f"{login} is a bot, and bots are not listed in [forge] allow_bots"
-        permission = self._permissions.get(login)
-        if permission is None:
-            permission = self._permissions[login] = self.forge.permission(login)
-        if permission not in WRITE_OR_ABOVE:
-            return f"{login} has {permission} permission here; write or above is needed"
+        access = self._access.get(login)
+        if access is None:
+            access = self._access[login] = self.forge.access(login)
+        if access < STEER:
+            return f"{login} has {access} permission here; {STEER} or above is needed"
         return None
+
+    def proposal(self, state: BuildState) -> int | None:
+        """The number of the build's proposal on this forge, if it has one here."""
+        proposal = state.proposal
+        return (
+            proposal.number if proposal is not None and proposal.forge == self.site.kind else None
+        )
 
     def _is_bot(self, login: str) -> bool:
         return login.endswith("[bot]") or login in self._bots
 
-    def note_bot(self, user: object) -> None:
-        """The payload says when its author is a bot (``type: Bot``): remember the login."""
-        if isinstance(user, dict) and user.get("type") == "Bot" and user.get("login"):
-            self._bots.add(str(user["login"]))
+    def note_bot(self, login: str) -> None:
+        """The event says ``login`` is a bot's, beyond the ``[bot]`` suffix: remember it."""
+        self._bots.add(login)
 
     def _reply(self, number: int, login: str, text: str) -> None:
         self.forge.comment(number, scrub(f"@{login} {text}\n\n{MARK}"))
@@ -240,11 +251,6 @@ class Steering:
             cache=self.cache,
             what=f"the forge cursor of {slug}",
         )
-
-
-def proposal_number(state: BuildState) -> int | None:
-    proposal = state.proposal
-    return proposal.number if proposal is not None and proposal.forge == FORGE else None
 
 
 def _always(payload: object) -> Callable[[BuildState], object]:

@@ -1,0 +1,366 @@
+"""One CI job's work on a forge's builds, whatever the forge.
+
+- ``start``: an issue's build is created (one per issue: a second start, or a build
+  another job already pushed, resumes it) and run.
+- ``steer_issue`` / ``steer_proposal``: the comments and reviews since the build's
+  ``forge.cursor`` are acted on (all of them, not only the one that started the job), and
+  the build runs on.
+- ``close``: a build's proposal was merged or closed: the build is archived (§12).
+- ``sweep``: the same for proposals closed meanwhile, every open build steered, then a
+  sweep of the builds that have work.
+
+The config is read from the base branch as fetched from the remote, never from the
+working tree (which may be a proposal's). An adapter (``commands/action.py`` for GitHub
+Actions) turns its forge's event payload into these calls.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pygit2
+
+from agentrun import secrets
+from agentrun.config import CONFIG_FILE, Config, config_from_data, parse_config
+from agentrun.errors import AgentrunError, ConfigError, ForgeError, LeaseHeldError
+from agentrun.forge.base import HostedForge
+from agentrun.hosted.result import JobResult
+from agentrun.hosted.site import Site
+from agentrun.hosted.steering import Steering
+from agentrun.kernel.state import BuildState
+from agentrun.runner.build import Observer
+from agentrun.sanitize import sanitize
+from agentrun.store.cache import StateCache, load_state
+from agentrun.store.log import EventLog
+
+TITLE_LIMIT = 300
+PUSHES = 3  # tries to push what a job appended while others push too
+
+
+class HostedJob:
+    """The repository, the forge it works for, the base branch's config and the forge."""
+
+    def __init__(
+        self,
+        repo: pygit2.Repository,
+        site: Site,
+        config_path: str = CONFIG_FILE,
+        remote: str = "origin",
+        stop_at: float | None = None,
+        label: str | None = None,
+        result: JobResult | None = None,
+    ) -> None:
+        """``stop_at``: a ``time.monotonic()`` deadline for the runner; ``label``: the
+        trigger label when it is not the config's; ``result`` is filled in as the job goes
+        (the caller keeps what it holds when the job raises); ``observer`` watches the
+        builds the job runs."""
+        self.repo, self.site, self.remote, self.stop_at = repo, site, remote, stop_at
+        self.config_path, self.label = config_path, label
+        self._config: Config | None = None
+        self.log, self.cache = EventLog(repo), StateCache(repo)
+        self.result = result or JobResult()
+        self.observer: Observer | None = None
+        self.say = self.result.say
+        self.steering = Steering(
+            repo, site, self._open_forge, lambda: self.config.forge.allow_bots, self.say, remote
+        )
+
+    # --- what an event asks ---------------------------------------------------------------
+
+    def start(self, number: int, title: str, body: str, login: str) -> JobResult:
+        """Issue ``number`` was labeled: create its build, or resume the one it has."""
+        self.pull()
+        state = self.issue_build(number)
+        if state is None:
+            state = self._create(number, title, body, login)
+            self.say(f"build {state.slug} created for issue #{number}")
+        else:
+            self.say(f"build {state.slug} already exists for issue #{number}: resuming it")
+            if state.paused:
+                from agentrun.commands.control import request
+                from agentrun.kernel import requests
+
+                request(self.repo, state.slug, requests.resume, login)
+        return self.run(state.slug)
+
+    def steer_issue(self, number: int, is_proposal: bool) -> JobResult:
+        """A comment on issue or proposal ``number``: steer the build it belongs to."""
+        self.pull()
+        state = (
+            self.proposal_build(number)
+            if is_proposal
+            else self.issue_build(number) or self.proposal_build(number)
+        )
+        if state is None:
+            return self.say(f"no agentrun build belongs to #{number}; nothing to do")
+        self._steer(state)
+        return self.run(state.slug)
+
+    def steer_proposal(self, number: int) -> JobResult:
+        """A review of proposal ``number`` (on a build's branch): steer its build."""
+        self.pull()
+        state = self.proposal_build(number)
+        if state is None:
+            return self.say(
+                f"{self.site.proposal(number)} is not an agentrun build's; nothing to do"
+            )
+        self._steer(state)
+        return self.run(state.slug)
+
+    def close(self, number: int, merged: bool, login: str) -> JobResult:
+        """Proposal ``number`` was merged or closed: finished becomes closed (§12)."""
+        self.pull()
+        state = self.proposal_build(number)
+        if state is None:
+            return self.say(
+                f"{self.site.proposal(number)} is not an agentrun build's; nothing to do"
+            )
+        self._finish(state, number, merged, login or self.site.kind)
+        return self.result
+
+    def sweep(self) -> JobResult:
+        """Archive what closed meanwhile, steer every open build, then run what has work."""
+        from agentrun.commands.sweep import sweep
+
+        self.pull()
+        moved = self._finish_closed()
+        steerable = [s for s in self.states() if s.issue is not None and _open(s)]
+        self.steering.prefetch(steerable)
+        for state in steerable:
+            moved = self.steering.steer(state) or moved
+        if moved:
+            self.push()
+        swept = sweep(self.repo, self.remote, self.observer, stop_at=self.stop_at)
+        self.result.lines.extend(item.line() for item in swept.builds)
+        self.result.lines.extend(
+            f"build {slug} cannot be read: {error}" for slug, error in swept.unreadable
+        )
+        if swept.builds or swept.unreadable:
+            return self.result
+        return self.say("no open builds to sweep")
+
+    # --- closing: merged or closed proposals archive their builds ------------------------
+
+    def _finish(self, state: BuildState, number: int, merged: bool, login: str) -> bool:
+        """Record the close and archive the build, unless a runner is executing it now."""
+        from agentrun.commands.pulls import finish_build
+
+        holder = self.holder(state.slug, live=True)
+        if holder is not None:
+            self.say(
+                f"build {state.slug}: {self.site.proposal(number)} was closed while {holder} runs "
+                "it; the next sweep archives it"
+            )
+            return False
+        finish_build(self.repo, state.slug, number, merged, login)
+        self.push()
+        word = "merged" if merged else "closed"
+        self.result.slug, self.result.state = state.slug, word
+        self.result.pr_url = state.proposal.url if state.proposal else ""
+        self.say(
+            f"build {state.slug}: {self.site.proposal(number)} was {word}; the build is archived"
+        )
+        return True
+
+    def _finish_closed(self) -> bool:
+        """Archive the builds whose proposal was merged or closed since the last job."""
+        archived_any = False
+        forge: HostedForge | None = None
+        for state in self.states():
+            number = self.steering.proposal(state)
+            if number is None or state.proposal is None or state.proposal.closed:
+                continue
+            forge = forge or self._open_forge()
+            try:
+                info = forge.get(number)
+            except ForgeError as exc:
+                self.say(f"build {state.slug}: cannot read {self.site.proposal(number)}: {exc}")
+                continue
+            if info.state != "open":
+                merged = info.state == "merged"
+                archived_any = self._finish(state, number, merged, self.site.kind) or archived_any
+        return archived_any
+
+    def _steer(self, state: BuildState) -> None:
+        """Steer one build; push what that appended, so it stays when the job runs nothing."""
+        self.result.show(state)  # what the outputs say if steering raises
+        if self.steering.steer(state):
+            self.push()
+
+    # --- builds ---------------------------------------------------------------------------
+
+    def states(self) -> list[BuildState]:
+        states = []
+        for slug in self.log.slugs():
+            try:
+                states.append(load_state(self.log, self.cache, slug)[1])
+            except AgentrunError as exc:
+                self.say(f"build {slug} cannot be read: {exc}")
+        return states
+
+    def issue_build(self, number: int) -> BuildState | None:
+        ref = self.site.issue_ref(number)
+        return next((s for s in self.states() if s.issue == ref), None)
+
+    def proposal_build(self, number: int) -> BuildState | None:
+        return next((s for s in self.states() if self.steering.proposal(s) == number), None)
+
+    def _create(self, number: int, title: str, body: str, login: str) -> BuildState:
+        """Create the issue's build here and on the remote; the remote's wins a race."""
+        from agentrun.commands.build import new_build, runnable, slugify
+        from agentrun.store.log import build_ref
+        from agentrun.store.sync import RefUpdate, Remote
+
+        title = sanitize(title, TITLE_LIMIT)
+        body = sanitize(body)
+        goal = f"{title}\n\n{body}" if body else title
+        if not goal:
+            raise AgentrunError(f"issue #{number} has no title or text to build from")
+        config, _ = runnable(self.config)
+        stem = f"issue-{number}-{slugify(title)}"
+        slug = new_build(
+            self.repo,
+            stem,
+            login or self.site.kind,
+            goal,
+            self.base(),
+            config,
+            source="issue",
+            issue=self.site.issue_ref(number),
+            requested_by=login or None,
+        )
+        tip = self.log.tip_oid(slug)
+        # The remote must not have the log yet: of two jobs creating it at once, one wins
+        # and the other continues with the winner's log.
+        done = Remote(self.repo, self.remote).push([RefUpdate(build_ref(slug), str(tip), None)])
+        if done is None or done.returncode != 0:
+            self.repo.references.delete(build_ref(slug))
+            self.pull()
+            state = self.issue_build(number)
+            if state is None:
+                why = (done.stderr.strip() if done else "") or "no answer"
+                raise AgentrunError(f"could not create build {slug} on {self.remote}: {why}")
+            return state
+        return load_state(self.log, self.cache, slug)[1]
+
+    def run(self, slug: str) -> JobResult:
+        """Run the build when it has work; another job's live lease is not an error."""
+        from agentrun.kernel.decide import Wait, decide
+        from agentrun.runner.loop import Runner
+
+        state = load_state(self.log, self.cache, slug)[1]
+        self.result.show(state)  # what the outputs say if the run raises
+        if isinstance(decide(state), Wait):
+            return self.say(f"build {slug} is {self.result.state}; nothing to run")
+        try:
+            runner = Runner(
+                self.repo, slug, self.observer, remote=self.remote, stop_at=self.stop_at
+            )
+            outcome = runner.run()
+        except LeaseHeldError as exc:
+            holder = self.holder(slug)
+            self.result.show(load_state(self.log, self.cache, slug)[1], holder or "elsewhere")
+            return self.say(f"not run here: {exc}" + (f" (held by {holder})" if holder else ""))
+        self.result.show(outcome.state)
+        why = f" (stopped: {outcome.waiting})" if outcome.waiting == "time-limit" else ""
+        return self.say(f"build {slug} is {self.result.state}{why}")
+
+    def holder(self, slug: str, live: bool = False) -> str | None:
+        """Who holds the build's lease on the remote now, if anyone can be seen to
+        (``live``: only a holder whose lease has not expired)."""
+        from agentrun.gitrepo import now_utc
+        from agentrun.store.remote_lease import remote_lease
+        from agentrun.store.sync import Remote, SyncError
+
+        try:
+            seen = remote_lease(Remote(self.repo, self.remote), slug)
+        except SyncError:
+            return None
+        if seen is None:
+            return None
+        info = seen[1]
+        if live and info.expired(now_utc()):
+            return None
+        return f"{info.holder} on {info.host} (pid {info.pid})"
+
+    # --- the remote, the base, the config, the forge -------------------------------------
+
+    def pull(self) -> None:
+        from agentrun.store.sync import pull
+
+        pull(self.repo, self.remote)
+
+    def push(self) -> None:
+        """Push what steering appended, so a job that does not run the build keeps it."""
+        from agentrun.store.sync import SyncError, sync
+
+        for attempt in range(PUSHES):
+            try:
+                sync(self.repo, self.remote)
+                return
+            except SyncError:
+                if attempt == PUSHES - 1:
+                    raise
+
+    def default_branch(self) -> str:
+        """The site's, else the remote's HEAD as fetched, else ``main``."""
+        if self.site.default_branch:
+            return self.site.default_branch
+        head = self.repo.references.get(f"refs/remotes/{self.remote}/HEAD")
+        if head is not None and isinstance(head.target, str):
+            return head.target.removeprefix(f"refs/remotes/{self.remote}/")
+        return "main"
+
+    def base(self) -> tuple[str, str]:
+        """The default branch and its commit, as fetched from the remote."""
+        branch = self.default_branch()
+        for ref in (f"refs/remotes/{self.remote}/{branch}", f"refs/heads/{branch}"):
+            found = self.repo.references.get(ref)
+            if found is not None:
+                return branch, str(found.resolve().target)
+        raise AgentrunError(
+            f"the base branch {branch} was not fetched: check out with `fetch-depth: 0`"
+        )
+
+    @property
+    def config(self) -> Config:
+        """``.agentrun.toml`` of the base branch's commit (never the working tree), with the
+        forge set to the site's: a build started here publishes there."""
+        if self._config is None:
+            branch, sha = self.base()
+            source = f"{branch}:{self.config_path}"
+            try:
+                entry = self.repo[sha].peel(pygit2.Tree)[self.config_path]
+            except KeyError:
+                if self.config_path != CONFIG_FILE:
+                    raise ConfigError(f"there is no {self.config_path} on {branch}") from None
+                config = Config()
+            else:
+                blob = self.repo[entry.id]
+                if not isinstance(blob, pygit2.Blob):
+                    raise ConfigError(f"{source} is not a file")
+                config = parse_config(blob.data.decode("utf-8", "replace"), source)
+            data = config.model_dump(mode="json")
+            data["forge"]["kind"] = self.site.kind
+            if self.label:
+                data["forge"]["label"] = self.label
+            self._config = config_from_data(data, source)
+            # Issue text, comments and reviews may quote a secret: scrubbed before written.
+            secrets.remember_config(self._config, os.environ)
+        return self._config
+
+    def _open_forge(self) -> HostedForge:
+        from agentrun.forge.base import open_forge
+
+        found = open_forge(self.repo, self.site.kind, self.stop_at)
+        if not isinstance(found, HostedForge):
+            raise ForgeError(f"the {self.site.kind} forge cannot read issues and permissions")
+        return found
+
+
+def _open(state: BuildState) -> bool:
+    """Still steerable: running, or complete with its proposal open (it takes reviews)."""
+    if state.status == "running":
+        return True
+    proposal = state.proposal
+    return state.status == "complete" and proposal is not None and not proposal.closed
