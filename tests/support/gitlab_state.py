@@ -301,7 +301,9 @@ class GitLabState:
         if route.endswith("/award_emoji"):
             awarded = self.emoji.setdefault(note["id"], [])
             if body["name"] in awarded:
-                raise GitLabError(404, "404 Award Emoji Name has already been taken Not Found")
+                # lib/api/award_emoji.rb: not_found!("Award Emoji #{service[:message]}")
+                taken = '["Name has already been taken"]'
+                raise GitLabError(404, f"404 Award Emoji {taken} Not Found")
             awarded.append(body["name"])
             return 201, {
                 "id": len(awarded),
@@ -389,7 +391,12 @@ class GitLabState:
         mine = [s for s in self.statuses.get(sha, []) if s["name"] == name]
         if mine and mine[-1]["status"] == body["state"] and body["state"] in ("pending", "running"):
             verb = {"pending": "enqueue", "running": "run"}[body["state"]]
-            raise GitLabError(400, f"Cannot transition status via :{verb} from :{body['state']}")
+            # GitLab's words (spec/requests/api/commit_statuses_spec.rb)
+            why = f'Status cannot transition via "{verb}"'
+            raise GitLabError(
+                400,
+                f"Cannot transition status via :{verb} from :{body['state']} (Reason(s): {why})",
+            )
         status = {
             "id": sum(len(v) for v in self.statuses.values()) + 1,
             "sha": sha,
