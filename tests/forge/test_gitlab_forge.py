@@ -395,9 +395,9 @@ def test_reviews_are_requested_changes_and_unresolved_diff_threads(
     forge.request_review(number, "alice")
     old = api.add_note("merge_requests", 1, "alice", "before the cursor", diff=("a.py", 1))
     thread = api.add_note("merge_requests", 1, "alice", "rename this", diff=("src/app.py", 12))
-    api.add_note("merge_requests", 1, "bob", "agreed", thread=thread["discussion_id"])
+    api.add_note("merge_requests", 1, "bob", "agreed", reply_to=thread["id"])
     done = api.add_note("merge_requests", 1, "bob", "typo", diff=("README.md", 3))
-    api.resolve(done["discussion_id"])
+    api.resolve(done["id"])
     api.add_note("merge_requests", 1, "carol", "just a comment")
     assert [(r.author, r.comments) for r in forge.reviews_since(number, old["id"])] == [
         ("alice", ("src/app.py:12: rename this",)),

@@ -207,7 +207,7 @@ def origin_on_gitlab(repo: pygit2.Repository) -> bool:
         return False
     from agentrun.forge.gitlab_site import configured_url, on_gitlab
 
-    return on_gitlab(origin, configured_url(repo))
+    return on_gitlab(origin, lambda: configured_url(repo))
 
 
 def _origin(repo: pygit2.Repository) -> str:

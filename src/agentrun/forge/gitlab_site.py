@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import pygit2
@@ -69,13 +70,14 @@ def project_from(
     return path
 
 
-def on_gitlab(origin: str, configured: str | None) -> bool:
-    """Whether ``origin`` is on gitlab.com or on the host of ``[forge] url``."""
+def on_gitlab(origin: str, configured: Callable[[], str | None]) -> bool:
+    """Whether ``origin`` is on gitlab.com or on the host of ``[forge] url`` (read only
+    for an origin on another host: a local or a gitlab.com origin needs no config)."""
     found = _ORIGIN.match(origin)
-    if found is None or origin.startswith("file:"):
+    if found is None or origin.startswith("file:") or origin.startswith("/"):
         return False
-    hosts = {"gitlab.com", urlsplit(configured or DEFAULT_URL).hostname or ""}
-    return found.group("host").lower() in hosts
+    host = found.group("host").lower()
+    return host == "gitlab.com" or host == (urlsplit(configured() or "").hostname or "")
 
 
 def configured_url(repo: pygit2.Repository) -> str | None:
