@@ -32,10 +32,11 @@ from agentrun.store.archive import archived
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.lease import clear_stale, is_stale, lease_ref, read_lease
 from agentrun.store.log import EventLog
+from agentrun.store.transport import TRACKED
 
 BRANCHES = "refs/heads/agentrun/"
 # Where else a build branch's commits may live, so that deleting it loses nothing.
-ELSEWHERE = ("refs/heads/", "refs/remotes/", "refs/agentrun-remotes/")
+ELSEWHERE = ("refs/heads/", "refs/remotes/", TRACKED)
 
 
 @dataclass

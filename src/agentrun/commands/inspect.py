@@ -11,15 +11,13 @@ from typing import Any
 import pygit2
 
 from agentrun.errors import AgentrunError, UnknownBuildError
-from agentrun.gitrepo import now_utc
 from agentrun.kernel.state import BuildState
 from agentrun.store.archive import archived
 from agentrun.store.cache import StateCache, load_state
-from agentrun.store.lease import lease_info, read_lease
+from agentrun.store.lease import held
 from agentrun.store.log import EventLog, Stored, check_slug
 
 JSON_SCHEMA = 1
-REMOTES = "refs/agentrun-remotes/"  # what sync fetched from each remote
 STOPPED = "stopped"
 
 
@@ -141,18 +139,8 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 def live_runner(repo: pygit2.Repository, slug: str) -> str | None:
     """Who runs the build now: a live lease here, else one the last fetch saw on a remote."""
-    now = now_utc()
-    held = read_lease(repo, slug)
-    if held is not None and not held[1].expired(now) and not held[1].holder_dead_here():
-        return f"{held[1].holder}@{held[1].host}"
-    suffix = f"/leases/{slug}"
-    for name in repo.references:
-        if name.startswith(REMOTES) and name.endswith(suffix):
-            info = lease_info(repo, str(repo.references[name].target))
-            if not info.expired(now):
-                remote = name[len(REMOTES) :].split("/", 1)[0]
-                return f"{info.holder}@{info.host} (on {remote})"
-    return None
+    runner = held(repo, slug)
+    return None if runner is None else runner.name()
 
 
 def status_json(listing: Listing) -> dict[str, Any]:

@@ -14,13 +14,13 @@ from agentrun.errors import ConcurrentUpdateError, ForgeError, UnknownBuildError
 from agentrun.events import BuildCreated, HumanActor, ImplementCompleted, ProposalClosed
 from agentrun.forge.base import ProposalInfo
 from agentrun.forge.local import LocalForge, git_in, tracked_changes
-from agentrun.gitrepo import now_utc, user_login
+from agentrun.gitrepo import user_login
 from agentrun.kernel.draft import Draft
 from agentrun.secrets import scrub
 from agentrun.store.append import append_decided
 from agentrun.store.archive import archive
 from agentrun.store.cache import StateCache, load_state
-from agentrun.store.lease import read_lease
+from agentrun.store.lease import held
 from agentrun.store.log import EventLog
 
 PULL_BRANCHES = "pulls/"  # where `pulls checkout N` puts proposal N's head
@@ -143,11 +143,11 @@ def _refuse_while_running(repo: pygit2.Repository, info: ProposalInfo, verb: str
     """A build a runner is executing right now is not finished under its feet."""
     if info.build is None:
         return
-    held = read_lease(repo, info.build)
-    if held is not None and not held[1].expired(now_utc()) and not held[1].holder_dead_here():
+    runner = held(repo, info.build, remotes=())
+    if runner is not None:
         raise ForgeError(
-            f"build {info.build} of #{info.number} is running ({held[1].holder} on "
-            f"{held[1].host}): pause or abort it (`git agentrun abort {info.build}`), "
+            f"build {info.build} of #{info.number} is running ({runner.info.holder} on "
+            f"{runner.info.host}): pause or abort it (`git agentrun abort {info.build}`), "
             f"then {verb} again"
         )
 

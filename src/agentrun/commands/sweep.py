@@ -25,12 +25,11 @@ from agentrun.commands.inspect import (
 )
 from agentrun.config import load_config
 from agentrun.errors import AgentrunError
-from agentrun.gitrepo import now_utc
 from agentrun.kernel.decide import Acknowledge, Wait, decide
 from agentrun.kernel.state import BuildState
 from agentrun.runner.deadline import TIME_LIMIT
 from agentrun.store.cache import StateCache
-from agentrun.store.lease import LeaseInfo, clear_stale, lease_info, read_lease
+from agentrun.store.lease import LeaseInfo, clear_stale, held
 from agentrun.store.log import EventLog
 from agentrun.store.remote_lease import clear_stale_remote
 from agentrun.store.sync import pull
@@ -163,19 +162,8 @@ def _waiting(state: BuildState, reason: str) -> str:
 
 def _live_holder(repo: pygit2.Repository, slug: str, where: Remote | None) -> LeaseInfo | None:
     """Who holds a live lease on the build, here or on the remote (as last fetched)."""
-    now = now_utc()
-    found = []
-    local = read_lease(repo, slug)
-    if local is not None:
-        found.append(local[1])
-    if where is not None:
-        seen = where.seen(f"leases/{slug}")
-        if seen is not None:
-            found.append(lease_info(repo, seen))
-    for info in found:
-        if not info.expired(now) and not info.holder_dead_here():
-            return info
-    return None
+    runner = held(repo, slug, remotes=() if where is None else (where.name,))
+    return None if runner is None else runner.info
 
 
 def _running_elsewhere(info: LeaseInfo) -> str:

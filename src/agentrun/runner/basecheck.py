@@ -10,13 +10,13 @@ import pygit2
 
 from agentrun.events import BaseMoved
 from agentrun.kernel.state import BuildState
-from agentrun.store.transport import Remote, SyncError
+from agentrun.store.transport import TRACKED, Remote, SyncError
 
 
 def base_tip(repo: pygit2.Repository, base_ref: str, remote: str | None) -> str | None:
     """Where the base branch is now: on ``remote`` when given (fetched), else here."""
     if remote:
-        tracking = f"refs/agentrun-remotes/{remote}/base/{base_ref}"
+        tracking = f"{TRACKED}{remote}/base/{base_ref}"
         try:
             Remote(repo, remote).git(
                 "fetch", "--no-tags", "--quiet", remote, f"+refs/heads/{base_ref}:{tracking}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -19,6 +20,7 @@ from agentrun import procs
 from agentrun.errors import ConcurrentUpdateError, ConfigError, LeaseHeldError, LeaseLostError
 from agentrun.gitrepo import commit_at, empty_tree, now_utc, signature
 from agentrun.store.log import check_slug, delete_ref, move_ref
+from agentrun.store.transport import TRACKED
 
 LEASES = "refs/agentrun/leases/"
 TTL_SECONDS = 120.0
@@ -77,6 +79,39 @@ def is_stale(info: LeaseInfo, now: datetime | None = None) -> bool:
 def live_holder(info: LeaseInfo | None, now: datetime | None = None) -> LeaseInfo | None:
     """Who holds a lease (here, or as a remote says): ``info``, unless it is stale."""
     return None if info is None or is_stale(info, now) else info
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who runs a build now, and where that is known from."""
+
+    info: LeaseInfo
+    remote: str | None = None  # the remote whose lease it is, as last fetched; None: here
+
+    def name(self) -> str:
+        where = f" (on {self.remote})" if self.remote else ""
+        return f"{self.info.holder}@{self.info.host}{where}"
+
+
+def held(
+    repo: pygit2.Repository,
+    slug: str,
+    remotes: Sequence[str] | None = None,
+    now: datetime | None = None,
+) -> Holder | None:
+    """Who runs build ``slug`` now: a live lease here, else a live lease a remote held when
+    last fetched (``remotes``: only those; None: every remote of the repository)."""
+    now = now or now_utc()
+    local = read_lease(repo, slug)
+    if local is not None and (info := live_holder(local[1], now)) is not None:
+        return Holder(info)
+    for remote in repo.remotes.names() if remotes is None else remotes:
+        ref = repo.references.get(f"{TRACKED}{remote}/leases/{slug}")
+        if ref is not None:
+            info = live_holder(lease_info(repo, str(ref.target)), now)
+            if info is not None:
+                return Holder(info, remote)
+    return None
 
 
 def claim_info(

@@ -21,6 +21,8 @@ from agentrun.errors import AgentrunError
 from agentrun.gitrepo import common_dir
 from agentrun.store.notes import NOTES_REF
 
+TRACKED = "refs/agentrun-remotes/"  # what a fetch saw on each remote: TRACKED<remote>/…
+
 BRANCHES = "refs/heads/agentrun/"
 REMOTE_TIMEOUT = 300  # seconds for one fetch, ls-remote or push
 
@@ -87,7 +89,7 @@ class Remote:
                 "`git fetch --unshallow` first"
             )
         self.repo, self.name = repo, name
-        self.tracking = f"refs/agentrun-remotes/{name}/"
+        self.tracking = f"{TRACKED}{name}/"
         self._dir = common_dir(repo)
 
     def git(self, *args: str) -> subprocess.CompletedProcess[str]:
