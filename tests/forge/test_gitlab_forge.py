@@ -324,6 +324,22 @@ def test_issue_reads_labels_and_its_author(
     assert forge.issue(_draft(forge, local)).is_proposal is True
 
 
+def test_labeled_issues_are_the_open_ones_with_the_label_oldest_first(
+    forge: GitLabForge, api: GitLabAPI
+) -> None:
+    first = api.add_issue("First", "", "alice", ("agentrun",))
+    api.add_issue("Unlabeled", "", "alice", ("bug",))
+    closed = api.add_issue("Closed", "", "alice", ("agentrun",))
+    api.issues[closed]["state"] = "closed"
+    last = api.add_issue("Last", "", "bob", ("p1", "agentrun"))
+
+    found = forge.labeled_issues("agentrun")
+
+    assert [(i.number, i.title) for i in found] == [(first, "First"), (last, "Last")]
+    [listed] = api.find("GET", ISSUES)
+    assert listed.query["labels"] == ["agentrun"] and listed.query["state"] == ["opened"]
+
+
 def test_labels_are_one_edit_and_removing_an_absent_one_is_fine(
     forge: GitLabForge, api: GitLabAPI, local: pygit2.Repository
 ) -> None:

@@ -18,7 +18,11 @@ python-gitlab's managers (``gitlab/v4/objects``) give, written in ``DOCUMENTED``
 - ``GET /projects/:id/merge_requests/:merge_request_iid/discussions`` (``page``,
   ``per_page``);
 - ``GET /users`` (``username``, ``search``, ``active``, ``page``, ``per_page``) and
-  ``GET /user`` (no parameters).
+  ``GET /user`` (no parameters);
+- ``GET /projects/:id/issues`` (doc/api/issues.md, python-gitlab's
+  ``ProjectIssueManager``: ``labels`` a comma-separated string, ``state``
+  opened|closed|all, ``order_by`` created_at|updated_at|…, ``sort`` asc|desc, ``page``,
+  ``per_page``).
 
 (The description's own ``absent`` list also names ``POST …/discussions``: the forge does
 not call it.)
@@ -74,6 +78,20 @@ def _documented() -> dict[str, dict[str, Any]]:
     ]
     found["GET /api/v4/users"] = {"params": users}
     found["GET /api/v4/user"] = {"params": []}
+    issues = [
+        _P,
+        {"name": "labels", "in": "query", "type": "string"},
+        {"name": "state", "in": "query", "type": "string", "enum": ["opened", "closed", "all"]},
+        {
+            "name": "order_by",
+            "in": "query",
+            "type": "string",
+            "enum": ["created_at", "updated_at", "priority", "due_date", "relative_position"],
+        },
+        {"name": "sort", "in": "query", "type": "string", "enum": ["asc", "desc"]},
+        *_PAGES,
+    ]
+    found["GET /api/v4/projects/{id}/issues"] = {"params": issues}
     return found
 
 

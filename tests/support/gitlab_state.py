@@ -213,9 +213,21 @@ class GitLabState:
             return self._status(p["sha"], body)
         if route.startswith("/projects/{id}/merge_requests"):
             return self._mr_route(method, route, p, query, body)
+        if route == "/projects/{id}/issues":
+            return 200, self._labeled(query)
         if route.startswith("/projects/{id}/issues"):
             return self._issue_route(method, route, p, body)
         raise GitLabError(404, "404 Not Found")
+
+    def _labeled(self, query: dict[str, list[str]]) -> list[dict[str, Any]]:
+        """``GET /projects/:id/issues?labels=A,B&state=opened``, oldest first."""
+        wanted = set(query.get("labels", [""])[0].split(",")) - {""}
+        state = query.get("state", ["all"])[0]
+        return [
+            issue
+            for _, issue in sorted(self.issues.items())
+            if wanted <= set(issue["labels"]) and state in ("all", issue["state"])
+        ]
 
     def _issue_route(
         self, method: str, route: str, p: dict[str, str], body: Any

@@ -1,7 +1,9 @@
-"""``git agentrun action``: the GitHub Action's entry point, one job's event at a time."""
+"""``git agentrun action``: a CI job's entry point (the GitHub Action, GitLab CI), one event
+at a time."""
 
 from __future__ import annotations
 
+import importlib
 import os
 
 import click
@@ -11,6 +13,9 @@ from agentrun.cli.options import agents_run, time_limit_option
 # Under the name main.py gave it, so the body below reads as it did there.
 from agentrun.cli.options import current_repo as _repo
 from agentrun.errors import EXIT_DONE, EXIT_FAILED
+
+# Each forge's adapter: its event_from(environ), outputs_written(environ) and action(job, event).
+ADAPTERS = {"github": "agentrun.commands.action", "gitlab": "agentrun.commands.gitlab_action"}
 
 
 @click.command()
@@ -36,34 +41,48 @@ from agentrun.errors import EXIT_DONE, EXIT_FAILED
 @click.option(
     "--remote", default="origin", show_default=True, help="Where build logs and leases live."
 )
+@click.option(
+    "--forge",
+    "forge_kind",
+    type=click.Choice(sorted(ADAPTERS)),
+    envvar="AGENTRUN_FORGE",
+    show_envvar=True,
+    help="The forge whose CI runs this job (default: gitlab when GITLAB_CI=true, else github).",
+)
 @agents_run
-def action(config_path: str, time_limit: float | None, label: str, remote: str) -> None:
-    """Act on the GitHub Actions event of this job (GITHUB_EVENT_NAME, GITHUB_EVENT_PATH).
+def action(
+    config_path: str, time_limit: float | None, label: str, remote: str, forge_kind: str | None
+) -> None:
+    """Act on the event of this CI job: on GitHub Actions, GITHUB_EVENT_NAME and
+    GITHUB_EVENT_PATH; on GitLab CI, the webhook body in TRIGGER_PAYLOAD, or a sweep for a
+    scheduled pipeline.
 
-    Writes slug, pr-url and state to $GITHUB_OUTPUT when it is set, on an error too.
-    With GITHUB_ACTIONS=true, output lines the runner would take for workflow commands
-    are escaped, and the job ends with a summary in $GITHUB_STEP_SUMMARY, ::notice:: with
-    the pull request and ::error:: with the reason when the step fails.
+    Writes slug, pr-url and state to $GITHUB_OUTPUT (GitLab: the dotenv file
+    $AGENTRUN_OUTPUT) when it is set, on an error too. With GITHUB_ACTIONS=true, output
+    lines the runner would take for workflow commands are escaped, and the job ends with
+    a summary in $GITHUB_STEP_SUMMARY, ::notice:: with the pull request and ::error:: with
+    the reason when the step fails.
     """
     from agentrun.cli.output import outliving_readers
     from agentrun.cli.progress import progress
-    from agentrun.commands.action import FORGE, GitHubEvent, outputs_written
-    from agentrun.commands.action import action as act
     from agentrun.commands.action_log import job_log
     from agentrun.commands.build import deadline
     from agentrun.forge.base import require_forge
     from agentrun.hosted.job import HostedJob
 
+    kind = forge_kind or ("gitlab" if os.environ.get("GITLAB_CI") == "true" else "github")
+    adapter = importlib.import_module(ADAPTERS[kind])
     stop_at = deadline(time_limit)
-    with outliving_readers(), outputs_written(os.environ) as result, job_log(os.environ, result):
-        require_forge(FORGE)  # before any step, so the job fails in one line
-        event = GitHubEvent.from_env(os.environ)
+    outputs = adapter.outputs_written(os.environ)
+    with outliving_readers(), outputs as result, job_log(os.environ, result):
+        require_forge(kind)  # before any step, so the job fails in one line
+        event = adapter.event_from(os.environ)
         with progress() as observer:
             job = HostedJob(
                 _repo(), event.site(), config_path, remote, stop_at, label or None, result
             )
             job.observer = observer
-            act(job, event)
+            adapter.action(job, event)
         for line in result.lines:
             click.echo(line)
         raise click.exceptions.Exit(_action_exit(result.state))

@@ -78,6 +78,10 @@ class GitHubEvent:
         return Site(FORGE, self.repository, ACTIONS_BOT, branch)
 
 
+def event_from(environ: Mapping[str, str]) -> GitHubEvent:
+    return GitHubEvent.from_env(environ)
+
+
 @contextmanager
 def outputs_written(environ: Mapping[str, str]) -> Iterator[JobResult]:
     """The job's result, written to ``$GITHUB_OUTPUT`` (when set) however the job ends:

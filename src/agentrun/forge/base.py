@@ -153,6 +153,9 @@ class HostedForge(Forge, Protocol):
     def access(self, login: str) -> Access:
         """What ``login`` may do in the repository, asked of the forge (never the payload)."""
 
+    def is_bot(self, login: str) -> bool:
+        """Whether ``login`` is a bot's account, as the forge tells them apart."""
+
     def set_labels(self, number: int, add: Sequence[str], remove: Sequence[str]) -> None:
         """Add and remove labels; removing an absent label is not an error."""
 

@@ -212,6 +212,10 @@ class GitHubForge:
         # A custom role is named after itself: its base permission says what it may do.
         return role or ROLES.get(str(data.get("permission")), Access.NONE)
 
+    def is_bot(self, login: str) -> bool:
+        """GitHub names every App's account ``name[bot]``."""
+        return login.endswith("[bot]")
+
     def set_labels(self, number: int, add: Sequence[str], remove: Sequence[str]) -> None:
         """Add, then remove; removing a label the issue does not have is not an error."""
         requester = self.gh.requester

@@ -35,7 +35,14 @@ from agentrun.forge.base import (
     register,
     status_marked,
 )
-from agentrun.forge.gitlab_read import comment_of, proposal_info, reviews_of, username
+from agentrun.forge.gitlab_read import (
+    access_of,
+    comment_of,
+    issue_of,
+    proposal_info,
+    reviews_of,
+    username,
+)
 from agentrun.forge.gitlab_site import (
     configured_url,
     draft_title,
@@ -50,17 +57,6 @@ from agentrun.forge.local import push_to_origin
 if TYPE_CHECKING:
     from gitlab.v4.objects import Project
 
-# GitLab's access levels on the forge-neutral scale: the one table of who may do what.
-ACCESS_LEVELS: dict[int, Access] = {
-    0: Access.NONE,  # no access
-    5: Access.NONE,  # minimal access: sees nothing of the project
-    10: Access.READ,  # Guest
-    15: Access.READ,  # Planner
-    20: Access.TRIAGE,  # Reporter
-    30: Access.WRITE,  # Developer
-    40: Access.MAINTAIN,  # Maintainer
-    50: Access.ADMIN,  # Owner
-}
 # The reaction names agentrun uses, as GitLab's award emoji call them.
 EMOJI = {"+1": "thumbsup", "-1": "thumbsdown", "laugh": "laughing", "hooray": "tada"}
 STATE = {"pending": "pending", "success": "success", "failure": "failed", "error": "failed"}
@@ -99,7 +95,7 @@ class GitLabForge:
         self.project: Project = self.gl.projects.get(self.path, lazy=True)
         self._project_id: int | None = None
         self._status_ids: dict[tuple[int, str], int] = {}
-        self._users: dict[str, int | None] = {}
+        self._users: dict[str, tuple[int, bool] | None] = {}
 
     # --- the Forge protocol ------------------------------------------------
 
@@ -208,14 +204,16 @@ class GitLabForge:
         kind, iid = split(number)
         with self._errors(f"read {ref(number)}"):
             data = self._noteable(kind, iid, lazy=False).attributes
-        return Issue(
-            number=number,
-            title=ready_title(str(data.get("title") or "")),
-            body=str(data.get("description") or ""),
-            author=username(data.get("author")),
-            labels=tuple(str(label) for label in data.get("labels") or ()),
-            is_proposal=kind == "merge_requests",
-        )
+        return issue_of(data, number, kind == "merge_requests")
+
+    def labeled_issues(self, label: str) -> builtins.list[Issue]:
+        """The open issues carrying ``label``, oldest first (GitLab starts no job when an
+        issue is labeled: a scheduled pipeline asks)."""
+        with self._errors(f"list the issues labeled {label}"):
+            found = self.project.issues.list(
+                labels=[label], state="opened", order_by="created_at", sort="asc", get_all=True
+            )
+        return [issue_of(i.attributes, int(i.attributes["iid"]), False) for i in found]
 
     def access(self, login: str) -> Access:
         """``login``'s access level, inherited membership included; not a member (a 404),
@@ -235,7 +233,7 @@ class GitLabForge:
         if str(member.attributes.get("state") or "active") != "active":
             return Access.NONE  # a blocked account, or one awaiting approval
         level = int(member.attributes.get("access_level") or 0)
-        return max((a for lvl, a in ACCESS_LEVELS.items() if lvl <= level), default=Access.NONE)
+        return access_of(level)
 
     def set_labels(self, number: int, add: Sequence[str], remove: Sequence[str]) -> None:
         """One edit: GitLab adds and removes in it, and removing an absent label is no error."""
@@ -356,13 +354,25 @@ class GitLabForge:
             )
         return iid
 
+    def is_bot(self, login: str) -> bool:
+        """A project's, group's or service account's bot user (GitLab's ``bot`` flag)."""
+        found = self._user(login)
+        return found is not None and found[1]
+
     def _user_id(self, login: str) -> int | None:
-        """The id of the account named ``login`` (GitLab's usernames ignore case)."""
+        found = self._user(login)
+        return None if found is None else found[0]
+
+    def _user(self, login: str) -> tuple[int, bool] | None:
+        """The id of the account named ``login`` (GitLab's usernames ignore case), and
+        whether it is a bot."""
         if login not in self._users:
             with self._errors(f"find the user {login}"):
                 found = self.gl.users.list(username=login, get_all=False)
-            ids = [u.id for u in found if str(u.username).lower() == login.lower()]
-            self._users[login] = int(ids[0]) if ids else None
+            users = [u for u in found if str(u.username).lower() == login.lower()]
+            self._users[login] = (
+                (int(users[0].id), bool(users[0].attributes.get("bot"))) if users else None
+            )
         return self._users[login]
 
     def _me(self) -> str:

@@ -21,10 +21,21 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from agentrun.forge.base import BRANCH_PREFIX, Comment, ProposalInfo, Review
+from agentrun.forge.base import BRANCH_PREFIX, Access, Comment, Issue, ProposalInfo, Review
 from agentrun.forge.gitlab_site import is_draft, proposal_number, ready_title
 
 CHANGES_REQUESTED = "changes_requested"
+# GitLab's access levels on the forge-neutral scale: the one table of who may do what.
+ACCESS_LEVELS: dict[int, Access] = {
+    0: Access.NONE,  # no access
+    5: Access.NONE,  # minimal access: sees nothing of the project
+    10: Access.READ,  # Guest
+    15: Access.READ,  # Planner
+    20: Access.TRIAGE,  # Reporter
+    30: Access.WRITE,  # Developer
+    40: Access.MAINTAIN,  # Maintainer
+    50: Access.ADMIN,  # Owner
+}
 
 
 @dataclass
@@ -103,6 +114,23 @@ def proposal_info(data: dict[str, Any]) -> ProposalInfo:
         url=str(data.get("web_url") or ""),
         build=head[len(BRANCH_PREFIX) :] if head.startswith(BRANCH_PREFIX) else None,
         head_sha=str(data["sha"]) if data.get("sha") else None,
+    )
+
+
+def access_of(level: int) -> Access:
+    """A member's ``access_level`` on the scale: the highest role at or under it."""
+    return max((a for lvl, a in ACCESS_LEVELS.items() if lvl <= level), default=Access.NONE)
+
+
+def issue_of(data: dict[str, Any], number: int, is_proposal: bool) -> Issue:
+    """An issue (or a merge request seen as one) under its forge ``number``."""
+    return Issue(
+        number=number,
+        title=ready_title(str(data.get("title") or "")),
+        body=str(data.get("description") or ""),
+        author=username(data.get("author")),
+        labels=tuple(str(label) for label in data.get("labels") or ()),
+        is_proposal=is_proposal,
     )
 
 

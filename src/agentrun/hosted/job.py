@@ -65,6 +65,11 @@ class HostedJob:
             repo, site, self._open_forge, lambda: self.config.forge.allow_bots, self.say, remote
         )
 
+    @property
+    def forge(self) -> HostedForge:
+        """The forge, opened once for the job (steering shares it)."""
+        return self.steering.forge
+
     # --- what an event asks ---------------------------------------------------------------
 
     def start(self, number: int, title: str, body: str, login: str) -> JobResult:
@@ -165,14 +170,12 @@ class HostedJob:
     def _finish_closed(self) -> bool:
         """Archive the builds whose proposal was merged or closed since the last job."""
         archived_any = False
-        forge: HostedForge | None = None
         for state in self.states():
             number = self.steering.proposal(state)
             if number is None or state.proposal is None or state.proposal.closed:
                 continue
-            forge = forge or self._open_forge()
             try:
-                info = forge.get(number)
+                info = self.forge.get(number)
             except ForgeError as exc:
                 self.say(f"build {state.slug}: cannot read {self.site.proposal(number)}: {exc}")
                 continue

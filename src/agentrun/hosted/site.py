@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -13,6 +14,7 @@ class Site:
     default_branch: str = ""  # the branch builds start from, when the event says it
     proposal_word: str = "pull request"  # what the forge calls a proposal
     proposal_mark: str = "#"  # what precedes a proposal's number in the forge's text
+    shown: Callable[[int], int] = int  # a proposal's number as people see it
 
     def issue_ref(self, number: int) -> str:
         """How a build records the issue it was made for."""
@@ -20,4 +22,4 @@ class Site:
 
     def proposal(self, number: int) -> str:
         """A proposal as the forge's people name it: ``pull request #7``."""
-        return f"{self.proposal_word} {self.proposal_mark}{number}"
+        return f"{self.proposal_word} {self.proposal_mark}{self.shown(number)}"

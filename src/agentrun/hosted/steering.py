@@ -228,7 +228,7 @@ class Steering:
         )
 
     def _is_bot(self, login: str) -> bool:
-        return login.endswith("[bot]") or login in self._bots
+        return login in self._bots or self.forge.is_bot(login)
 
     def note_bot(self, login: str) -> None:
         """The event says ``login`` is a bot's, beyond the ``[bot]`` suffix: remember it."""

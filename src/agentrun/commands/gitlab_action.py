@@ -1,0 +1,197 @@
+"""``git agentrun action --forge gitlab``: one GitLab CI job, driven by what started its
+pipeline.
+
+GitLab has no "issue labeled" trigger. A project webhook (issue, note and merge request
+events) points at the project's pipeline trigger URL, and GitLab hands its body to the
+pipeline as the file variable ``TRIGGER_PAYLOAD``; a scheduled pipeline sweeps. Anyone
+holding the trigger token can post any body, so the payload only says where to look:
+
+- an ``issue`` event starts the issue's build when the issue, read through the API,
+  carries the trigger label now;
+- a ``note`` event steers the build of that issue or merge request, and a
+  ``merge_request`` event on a build's ``agentrun/*`` branch steers its build (review
+  feedback) or, merged or closed, archives it. Steering reads every note and review
+  since the build's cursor through the API: who wrote a note, and what, is never taken
+  from the payload;
+- a scheduled pipeline (``CI_PIPELINE_SOURCE=schedule``) starts the labeled issues that
+  have no build yet, archives builds whose merge request closed, steers every open
+  build, then sweeps.
+
+What the job does is forge-neutral (``agentrun.hosted.job``); ``$AGENTRUN_OUTPUT``, when
+set, gets ``slug``, ``pr-url`` and ``state`` as a dotenv file however the job ends.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentrun.errors import AgentrunError
+from agentrun.forge.base import BRANCH_PREFIX, Access
+from agentrun.forge.gitlab_site import proposal_number, split
+from agentrun.hosted.job import HostedJob
+from agentrun.hosted.result import JobResult
+from agentrun.hosted.site import Site
+
+FORGE = "gitlab"
+SWEEPS = ("schedule", "web", "api")  # pipelines started by a schedule or by hand: sweep
+# Who may have added a label on GitLab: Reporter (TRIAGE) or above.
+LABELS = Access.TRIAGE
+
+
+@dataclass(frozen=True)
+class GitLabEvent:
+    """What GitLab CI tells a job: the pipeline's source and the webhook's body."""
+
+    source: str  # CI_PIPELINE_SOURCE: "trigger" for a webhook's, "schedule", ...
+    payload: dict[str, Any]
+    project: str  # CI_PROJECT_PATH: group/name
+    default_branch: str = ""  # CI_DEFAULT_BRANCH
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> GitLabEvent:
+        project = environ.get("CI_PROJECT_PATH", "")
+        if "/" not in project:
+            raise AgentrunError(
+                "CI_PROJECT_PATH is not set to group/name: `git agentrun action --forge "
+                "gitlab` runs inside a GitLab CI job (see examples/gitlab/.gitlab-ci.yml)"
+            )
+        source = environ.get("CI_PIPELINE_SOURCE", "")
+        payload: dict[str, Any] = {}
+        path = environ.get("TRIGGER_PAYLOAD")
+        if path:
+            try:
+                loaded = json.loads(Path(path).read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise AgentrunError(f"cannot read the webhook payload {path}: {exc}") from None
+            if not isinstance(loaded, dict):
+                raise AgentrunError(f"the webhook payload {path} is not a JSON object")
+            payload = loaded
+        elif source not in SWEEPS:
+            raise AgentrunError(
+                f"TRIGGER_PAYLOAD is not set for a {source or 'pipeline'} pipeline: point a "
+                "project webhook at the pipeline trigger URL, or schedule the pipeline"
+            )
+        return cls(source, payload, project, environ.get("CI_DEFAULT_BRANCH", ""))
+
+    @property
+    def kind(self) -> str:
+        """The webhook's ``object_kind``; ``sweep`` for a pipeline without one."""
+        if not self.payload:
+            return "sweep"
+        return str(self.payload.get("object_kind") or "")
+
+    def site(self) -> Site:
+        return Site(FORGE, self.project, "", self.default_branch, "merge request", "!", _iid_of)
+
+
+def event_from(environ: Mapping[str, str]) -> GitLabEvent:
+    return GitLabEvent.from_env(environ)
+
+
+@contextmanager
+def outputs_written(environ: Mapping[str, str]) -> Iterator[JobResult]:
+    """The job's result, written to ``$AGENTRUN_OUTPUT`` (a dotenv report) when set."""
+    result = JobResult()
+    try:
+        yield result
+    finally:
+        path = environ.get("AGENTRUN_OUTPUT")
+        if path:
+            result.write_outputs(Path(path))
+
+
+def action(job: HostedJob, event: GitLabEvent) -> JobResult:
+    """Act on one pipeline's event, as ``job`` (made for ``event.site()``)."""
+    handlers: dict[str, Callable[[HostedJob, dict[str, Any]], JobResult]] = {
+        "issue": issue_changed,
+        "note": noted,
+        "merge_request": merge_request_changed,
+        "sweep": lambda job, payload: sweep(job),
+    }
+    handler = handlers.get(event.kind)
+    if handler is None:
+        return job.say(f"agentrun does not act on {event.kind or 'unnamed'} events; nothing to do")
+    return handler(job, event.payload)
+
+
+def issue_changed(job: HostedJob, payload: dict[str, Any]) -> JobResult:
+    attributes = payload.get("object_attributes") or {}
+    action = str(attributes.get("action") or "")
+    if action not in ("open", "update", "reopen"):
+        return job.say(f"ignored: issue {action or 'event'}")
+    iid = _iid(attributes)
+    found = job.forge.issue(iid)  # the payload may lie: the issue as GitLab has it now
+    label = job.config.forge.label
+    if label not in found.labels:
+        return job.say(f"ignored: issue #{iid} does not carry the trigger label {label!r}")
+    return job.start(iid, found.title, found.body, _labeler(job, payload))
+
+
+def noted(job: HostedJob, payload: dict[str, Any]) -> JobResult:
+    attributes = payload.get("object_attributes") or {}
+    kind = str(attributes.get("noteable_type") or "")
+    if kind == "Issue":
+        return job.steer_issue(_iid(payload.get("issue") or {}), False)
+    if kind == "MergeRequest":
+        return job.steer_issue(proposal_number(_iid(payload.get("merge_request") or {})), True)
+    return job.say(f"ignored: a note on a {kind or 'thing'} steers no build")
+
+
+def merge_request_changed(job: HostedJob, payload: dict[str, Any]) -> JobResult:
+    attributes = payload.get("object_attributes") or {}
+    iid = _iid(attributes)
+    # Builds publish only from their own branches: a merge request elsewhere steers
+    # nothing, whatever its number (nothing is fetched or asked of the API).
+    head = str(attributes.get("source_branch") or "")
+    if not head.startswith(BRANCH_PREFIX):
+        return job.say(
+            f"merge request !{iid} is not an agentrun build's (its branch {head!r} is not "
+            f"{BRANCH_PREFIX}*); nothing to do"
+        )
+    action = str(attributes.get("action") or "")
+    number = proposal_number(iid)
+    if action in ("merge", "close"):
+        # What the forge says now, not what the payload claims: the close is re-read.
+        state = job.forge.get(number).state
+        if state == "open":
+            return job.say(f"ignored: merge request !{iid} is still open")
+        return job.close(number, state == "merged", "")
+    return job.steer_proposal(number)
+
+
+def sweep(job: HostedJob) -> JobResult:
+    """Start the labeled issues that have no build yet, then sweep as on every forge."""
+    from agentrun.forge.gitlab import GitLabForge
+
+    label = job.config.forge.label
+    forge = job.forge
+    if not isinstance(forge, GitLabForge):
+        raise AgentrunError(f"the {forge.name} forge cannot list labeled GitLab issues")
+    for found in forge.labeled_issues(label):
+        if job.issue_build(found.number) is None:
+            job.start(found.number, found.title, found.body, "")
+    return job.sweep()
+
+
+def _iid_of(number: int) -> int:
+    """The iid a merge request's forge number stands for (``gitlab_site``)."""
+    return split(number)[1]
+
+
+def _iid(attributes: Mapping[str, Any]) -> int:
+    try:
+        return int(attributes["iid"])
+    except (KeyError, TypeError, ValueError):
+        raise AgentrunError("the webhook payload names no issue or merge request iid") from None
+
+
+def _labeler(job: HostedJob, payload: dict[str, Any]) -> str:
+    """Who the payload says changed the issue, when GitLab says they may label it: they
+    are asked to review the build's merge request. Anyone else is nobody."""
+    login = str((payload.get("user") or {}).get("username") or "")
+    return login if login and job.forge.access(login) >= LABELS else ""
