@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,7 @@ class Pipeline:
     api: GitLabAPI
     payload: dict[str, Any] | None
     source: str = "trigger"
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def output(self) -> Path:
@@ -78,12 +79,24 @@ class Pipeline:
             "CI_PIPELINE_SOURCE": self.source,
             "CI_DEFAULT_BRANCH": "main",
             "AGENTRUN_OUTPUT": str(self.output),
+            **self.extra_env,
         }
         if self.payload is not None:
             path = self.checkout.parent / f"{self.checkout.name}.payload.json"
             path.write_text(json.dumps(self.payload))
             env["TRIGGER_PAYLOAD"] = str(path)
         return cli_env(env)
+
+    def popen(self) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            ["git", "agentrun", "action"],
+            cwd=self.checkout,
+            env=self.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

@@ -5,11 +5,14 @@ changes requested run round 2; a forged payload; a scheduled sweep; bad payloads
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from github_flow import Site, must, remote_events, remote_slugs
+from github_flow import Site, must, remote_events, remote_slugs, remote_types
 from gitlab_flow import (
     DEVELOPER,
     REPORTER,
@@ -18,6 +21,7 @@ from gitlab_flow import (
     merge_request_event,
     note_event,
 )
+from runner.helpers import SCRIPTED_BUT_IMPLEMENT, command_agent, kill_left_over, wait_for
 from support.gitlab_api import PROJECT, GitLabAPI
 
 from agentrun.forge.gitlab_site import proposal_number
@@ -48,8 +52,14 @@ def site(tmp_path: Path, api: GitLabAPI) -> Site:
     return found
 
 
-def pipeline(site: Site, api: GitLabAPI, payload: object, source: str = "trigger") -> Pipeline:
-    return Pipeline(site.clone(), api, payload, source)  # type: ignore[arg-type]
+def pipeline(
+    site: Site,
+    api: GitLabAPI,
+    payload: object,
+    source: str = "trigger",
+    extra_env: dict[str, str] | None = None,
+) -> Pipeline:
+    return Pipeline(site.clone(), api, payload, source, extra_env or {})  # type: ignore[arg-type]
 
 
 def notes(api: GitLabAPI, kind: str, iid: int) -> list[str]:
@@ -135,6 +145,50 @@ def test_a_bot_account_with_developer_access_is_refused_unless_listed(
     assert job.outputs()["state"] == "parked"
     (refusal,) = [n for n in notes(api, "issues", issue) if n.startswith(f"@{bot}")]
     assert "is a bot" in refusal and "allow_bots" in refusal
+
+
+def test_two_pipelines_at_once_for_one_issue_run_one_build(site: Site, api: GitLabAPI) -> None:
+    site.configure([{"phase": "implement", "sleep": 4.0, "write": {"greeting.txt": "hi\n"}}])
+    issue = api.add_issue("Fix the greeting", "Say hello.", "maintainer", ("agentrun",))
+    jobs = [pipeline(site, api, issue_event(issue, "maintainer")) for _ in range(2)]
+
+    procs = [job.popen() for job in jobs]
+    outs = [proc.communicate(timeout=90)[0] for proc in procs]
+
+    assert [proc.returncode for proc in procs] == [0, 0], outs
+    assert remote_slugs(site) == [SLUG]
+    assert remote_types(site, SLUG).count("runner.attached") == 1
+    held = [out for out in outs if "not run here: " in out]
+    assert len(held) == 1 and "(held by r-" in held[0], outs  # the holder, named
+    assert remote_types(site, SLUG)[-1] == "build.completed"
+
+
+def test_a_pipeline_killed_mid_phase_is_resumed_by_the_scheduled_sweep(
+    site: Site, api: GitLabAPI
+) -> None:
+    table, state = command_agent(site.root, implement="hang")
+    # The agent keeps its pids in the test's temporary folder, which isolation hides.
+    site.configure([], table + '\n[isolation]\nmode = "none"\n', SCRIPTED_BUT_IMPLEMENT)
+    issue = api.add_issue("Fix the greeting", "", "maintainer", ("agentrun",))
+    ttl = {"AGENTRUN_LEASE_TTL": "2"}
+    proc = pipeline(site, api, issue_event(issue, "maintainer"), extra_env=ttl).popen()
+    try:
+        wait_for(lambda: (state / "hung").exists(), "the implement session to hang", 60)
+        os.killpg(proc.pid, signal.SIGKILL)  # the runner and its agent die with the job
+        proc.wait(timeout=10)
+    finally:
+        kill_left_over(state / "pids")
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert "build.completed" not in remote_types(site, SLUG)
+    time.sleep(2.5)  # the dead pipeline's lease on the remote expires
+
+    out = must(pipeline(site, api, None, source="schedule", extra_env=ttl).run())
+
+    assert f"{SLUG}: resumed" in out
+    types = remote_types(site, SLUG)
+    assert types[-1] == "build.completed"
+    assert types.count("runner.attached") == 2
 
 
 def test_a_payload_naming_an_issue_without_the_label_starts_nothing(

@@ -172,6 +172,7 @@ def sweep(job: HostedJob) -> JobResult:
     forge = job.forge
     if not isinstance(forge, GitLabForge):
         raise AgentrunError(f"the {forge.name} forge cannot list labeled GitLab issues")
+    job.pull()  # the builds other pipelines made: an issue that has one is not started
     for found in forge.labeled_issues(label):
         if job.issue_build(found.number) is None:
             job.start(found.number, found.title, found.body, "")
