@@ -191,6 +191,34 @@ def test_a_pipeline_killed_mid_phase_is_resumed_by_the_scheduled_sweep(
     assert types.count("runner.attached") == 2
 
 
+@pytest.mark.parametrize("how", ["webhook", "sweep"])
+def test_a_merged_merge_request_archives_its_build(site: Site, api: GitLabAPI, how: str) -> None:
+    site.configure([], VERIFY)
+    issue = api.add_issue("Fix the greeting", "Say hello.", "maintainer", ("agentrun",))
+    first = pipeline(site, api, issue_event(issue, "maintainer"))
+    must(first.run())
+    assert first.outputs()["state"] == "complete"
+    assert api.issues[issue]["labels"] == ["agentrun", "agentrun:done"]  # the state label
+    [mr] = api.mrs.values()
+    iid = int(mr["iid"])
+
+    # A payload claiming a merge that GitLab does not know of archives nothing.
+    lie = pipeline(site, api, merge_request_event(iid, BRANCH, "merge", "maintainer"))
+    assert f"merge request !{iid} is still open" in must(lie.run())
+    assert remote_slugs(site) == [SLUG]
+
+    mr["state"] = "merged"
+    if how == "webhook":
+        job = pipeline(site, api, merge_request_event(iid, BRANCH, "merge", "maintainer"))
+    else:
+        job = pipeline(site, api, None, source="schedule")
+    said = must(job.run())
+
+    assert f"merge request !{iid} was merged; the build is archived" in said
+    assert remote_slugs(site) == []  # archived: no longer an open build
+    assert job.outputs()["state"] == "merged"
+
+
 def test_a_payload_naming_an_issue_without_the_label_starts_nothing(
     site: Site, api: GitLabAPI
 ) -> None:
