@@ -14,7 +14,8 @@ from agentrun.cli.options import agents_run, time_limit_option
 from agentrun.cli.options import current_repo as _repo
 from agentrun.errors import EXIT_DONE, EXIT_FAILED
 
-# Each forge's adapter: its event_from(environ), outputs_written(environ) and action(job, event).
+# Each forge's adapter: its OUTPUT variable, its EVENT (from_env, kind, payload, site) and
+# the HANDLERS of each kind of event.
 ADAPTERS = {"github": "agentrun.commands.action", "gitlab": "agentrun.commands.gitlab_action"}
 
 
@@ -68,21 +69,22 @@ def action(
     from agentrun.commands.action_log import job_log
     from agentrun.commands.build import deadline
     from agentrun.forge.base import require_forge
-    from agentrun.hosted.job import HostedJob
+    from agentrun.hosted.job import HostedJob, act
+    from agentrun.hosted.result import outputs_written
 
     kind = forge_kind or ("gitlab" if os.environ.get("GITLAB_CI") == "true" else "github")
     adapter = importlib.import_module(ADAPTERS[kind])
     stop_at = deadline(time_limit)
-    outputs = adapter.outputs_written(os.environ)
+    outputs = outputs_written(os.environ.get(adapter.OUTPUT))
     with outliving_readers(), outputs as result, job_log(os.environ, result):
         require_forge(kind)  # before any step, so the job fails in one line
-        event = adapter.event_from(os.environ)
+        event = adapter.EVENT.from_env(os.environ)
         with progress() as observer:
             job = HostedJob(
                 _repo(), event.site(), config_path, remote, stop_at, label or None, result
             )
             job.observer = observer
-            adapter.action(job, event)
+            act(job, event.kind, event.payload, adapter.HANDLERS)
         for line in result.lines:
             click.echo(line)
         raise click.exceptions.Exit(_action_exit(result.state))

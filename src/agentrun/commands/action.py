@@ -13,25 +13,23 @@ This module only reads GitHub's payload; what the job does is forge-neutral
   ``schedule`` / ``workflow_dispatch`` sweep.
 
 ``$GITHUB_OUTPUT`` gets ``slug``, ``pr-url`` and ``state`` however the job ends
-(``outputs_written``), so a workflow can report a failed job's build.
+(``hosted.result.outputs_written``), so a workflow can report a failed job's build.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from agentrun.errors import AgentrunError
 from agentrun.forge.base import BRANCH_PREFIX
-from agentrun.hosted.job import HostedJob
+from agentrun.hosted.job import Handler, HostedJob
 from agentrun.hosted.result import JobResult
-from agentrun.hosted.site import Site
+from agentrun.hosted.site import Site, payload_at
 
 FORGE = "github"
+OUTPUT = "GITHUB_OUTPUT"  # the step's outputs file
 ACTIONS_BOT = "github-actions[bot]"  # who the workflow's token comments as
 
 
@@ -58,16 +56,14 @@ class GitHubEvent:
         payload: dict[str, Any] = {}
         path = environ.get("GITHUB_EVENT_PATH")
         if path:
-            try:
-                loaded = json.loads(Path(path).read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise AgentrunError(f"cannot read the event payload {path}: {exc}") from None
-            if not isinstance(loaded, dict):
-                raise AgentrunError(f"the event payload {path} is not a JSON object")
-            payload = loaded
+            payload = payload_at(path, "event payload")
         elif name not in ("schedule", "workflow_dispatch"):
             raise AgentrunError(f"GITHUB_EVENT_PATH is not set for a {name} event")
         return cls(name, payload, repository, environ.get("GITHUB_REF_NAME", ""))
+
+    @property
+    def kind(self) -> str:
+        return self.name
 
     def site(self) -> Site:
         """GitHub, this repository, and the default branch when the payload says it."""
@@ -76,39 +72,6 @@ class GitHubEvent:
         if not branch and self.name == "schedule":
             branch = self.ref_name  # a scheduled run is on the default branch
         return Site(FORGE, self.repository, ACTIONS_BOT, branch)
-
-
-def event_from(environ: Mapping[str, str]) -> GitHubEvent:
-    return GitHubEvent.from_env(environ)
-
-
-@contextmanager
-def outputs_written(environ: Mapping[str, str]) -> Iterator[JobResult]:
-    """The job's result, written to ``$GITHUB_OUTPUT`` (when set) however the job ends:
-    on an error too, with what was known of the build by then (empty values before)."""
-    result = JobResult()
-    try:
-        yield result
-    finally:
-        path = environ.get("GITHUB_OUTPUT")
-        if path:
-            result.write_outputs(Path(path))
-
-
-def action(job: HostedJob, event: GitHubEvent) -> JobResult:
-    """Act on one event, as ``job`` (made for ``event.site()``)."""
-    handlers: dict[str, Callable[[HostedJob, dict[str, Any]], JobResult]] = {
-        "issues": labeled,
-        "issue_comment": commented,
-        "pull_request_review": reviewed,
-        "pull_request": closed,
-        "schedule": lambda job, payload: job.sweep(),
-        "workflow_dispatch": lambda job, payload: job.sweep(),
-    }
-    handler = handlers.get(event.name)
-    if handler is None:
-        return job.say(f"agentrun does not act on {event.name} events; nothing to do")
-    return handler(job, event.payload)
 
 
 def labeled(job: HostedJob, payload: dict[str, Any]) -> JobResult:
@@ -167,3 +130,14 @@ def _note_bot(job: HostedJob, user: object) -> None:
     """The payload says when its author is a bot (``type: Bot``)."""
     if isinstance(user, dict) and user.get("type") == "Bot" and user.get("login"):
         job.steering.note_bot(str(user["login"]))
+
+
+HANDLERS: dict[str, Handler] = {
+    "issues": labeled,
+    "issue_comment": commented,
+    "pull_request_review": reviewed,
+    "pull_request": closed,
+    "schedule": lambda job, payload: job.sweep(),
+    "workflow_dispatch": lambda job, payload: job.sweep(),
+}
+EVENT = GitHubEvent

@@ -23,21 +23,19 @@ set, gets ``slug``, ``pr-url`` and ``state`` as a dotenv file however the job en
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from agentrun.errors import AgentrunError
 from agentrun.forge.base import BRANCH_PREFIX, Access
 from agentrun.forge.gitlab_site import proposal_number, split
-from agentrun.hosted.job import HostedJob
+from agentrun.hosted.job import Handler, HostedJob
 from agentrun.hosted.result import JobResult
-from agentrun.hosted.site import Site
+from agentrun.hosted.site import Site, payload_at
 
 FORGE = "gitlab"
+OUTPUT = "AGENTRUN_OUTPUT"  # a dotenv report the job declares (the example's)
 SWEEPS = ("schedule", "web", "api")  # pipelines started by a schedule or by hand: sweep
 # Who may have added a label on GitLab: Reporter (TRIAGE) or above.
 LABELS = Access.TRIAGE
@@ -64,13 +62,7 @@ class GitLabEvent:
         payload: dict[str, Any] = {}
         path = environ.get("TRIGGER_PAYLOAD")
         if path:
-            try:
-                loaded = json.loads(Path(path).read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise AgentrunError(f"cannot read the webhook payload {path}: {exc}") from None
-            if not isinstance(loaded, dict):
-                raise AgentrunError(f"the webhook payload {path} is not a JSON object")
-            payload = loaded
+            payload = payload_at(path, "webhook payload")
         elif source not in SWEEPS:
             raise AgentrunError(
                 f"TRIGGER_PAYLOAD is not set for a {source or 'pipeline'} pipeline: point a "
@@ -87,36 +79,6 @@ class GitLabEvent:
 
     def site(self) -> Site:
         return Site(FORGE, self.project, "", self.default_branch, "merge request", "!", _iid_of)
-
-
-def event_from(environ: Mapping[str, str]) -> GitLabEvent:
-    return GitLabEvent.from_env(environ)
-
-
-@contextmanager
-def outputs_written(environ: Mapping[str, str]) -> Iterator[JobResult]:
-    """The job's result, written to ``$AGENTRUN_OUTPUT`` (a dotenv report) when set."""
-    result = JobResult()
-    try:
-        yield result
-    finally:
-        path = environ.get("AGENTRUN_OUTPUT")
-        if path:
-            result.write_outputs(Path(path))
-
-
-def action(job: HostedJob, event: GitLabEvent) -> JobResult:
-    """Act on one pipeline's event, as ``job`` (made for ``event.site()``)."""
-    handlers: dict[str, Callable[[HostedJob, dict[str, Any]], JobResult]] = {
-        "issue": issue_changed,
-        "note": noted,
-        "merge_request": merge_request_changed,
-        "sweep": lambda job, payload: sweep(job),
-    }
-    handler = handlers.get(event.kind)
-    if handler is None:
-        return job.say(f"agentrun does not act on {event.kind or 'unnamed'} events; nothing to do")
-    return handler(job, event.payload)
 
 
 def issue_changed(job: HostedJob, payload: dict[str, Any]) -> JobResult:
@@ -196,3 +158,12 @@ def _labeler(job: HostedJob, payload: dict[str, Any]) -> str:
     are asked to review the build's merge request. Anyone else is nobody."""
     login = str((payload.get("user") or {}).get("username") or "")
     return login if login and job.forge.access(login) >= LABELS else ""
+
+
+HANDLERS: dict[str, Handler] = {
+    "issue": issue_changed,
+    "note": noted,
+    "merge_request": merge_request_changed,
+    "sweep": lambda job, payload: sweep(job),
+}
+EVENT = GitLabEvent

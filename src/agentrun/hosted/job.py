@@ -17,6 +17,8 @@ Actions) turns its forge's event payload into these calls.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import pygit2
 
@@ -368,3 +370,17 @@ def _open(state: BuildState) -> bool:
         return True
     proposal = state.proposal
     return state.status == "complete" and proposal is not None and not proposal.closed
+
+
+# What a forge's adapter does with one kind of event: read its payload, call the job.
+Handler = Callable[["HostedJob", dict[str, Any]], JobResult]
+
+
+def act(
+    job: HostedJob, kind: str, payload: dict[str, Any], handlers: Mapping[str, Handler]
+) -> JobResult:
+    """Act on one event of ``kind`` with its adapter's handler; other kinds do nothing."""
+    handler = handlers.get(kind)
+    if handler is None:
+        return job.say(f"agentrun does not act on {kind or 'unnamed'} events; nothing to do")
+    return handler(job, payload)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,3 +40,15 @@ class JobResult:
     def say(self, line: str) -> JobResult:
         self.lines.append(line)
         return self
+
+
+@contextmanager
+def outputs_written(path: str | None) -> Iterator[JobResult]:
+    """The job's result, written to ``path`` (when set) however the job ends: on an error
+    too, with what was known of the build by then (empty values before)."""
+    result = JobResult()
+    try:
+        yield result
+    finally:
+        if path:
+            result.write_outputs(Path(path))

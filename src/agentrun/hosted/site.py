@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentrun.errors import AgentrunError
 
 
 @dataclass(frozen=True)
@@ -23,3 +28,15 @@ class Site:
     def proposal(self, number: int) -> str:
         """A proposal as the forge's people name it: ``pull request #7``."""
         return f"{self.proposal_word} {self.proposal_mark}{self.shown(number)}"
+
+
+def payload_at(path: str, what: str) -> dict[str, Any]:
+    """The JSON object a CI job was handed in the file ``path`` (``what``: whose it is, for
+    the one line that says it cannot be read)."""
+    try:
+        loaded = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise AgentrunError(f"cannot read the {what} {path}: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise AgentrunError(f"the {what} {path} is not a JSON object")
+    return loaded
