@@ -179,6 +179,42 @@ def test_show_diff_and_stat_against_the_base(repo: pygit2.Repository, repo_path:
     assert stat.splitlines()[-1].strip() == "1 file changed, 1 insertion(+)"
 
 
+def test_a_merged_proposal_whose_commits_were_pruned_shows_and_says_why_it_has_no_diff(
+    repo: pygit2.Repository, repo_path: Path
+) -> None:
+    number = open_pull(repo, build=None)
+    merge_pull(repo, number)  # squashed: the build's own commit is on no branch now
+    git(repo_path, "branch", "-D", BRANCH)
+    git(repo_path, "reflog", "expire", "--all", "--expire=now")
+    git(repo_path, "gc", "-q", "--prune=now")
+    fresh = pygit2.Repository(str(repo_path))
+
+    info, commits = show_pull(fresh, number)
+
+    assert (info.state, commits) == ("merged", [])
+    with pytest.raises(ForgeError, match=r"is no longer in this repository .*nothing to compare"):
+        diff_pull(fresh, number)
+
+
+def test_a_clone_reads_a_proposal_from_its_remote_tracking_branches(
+    repo: pygit2.Repository, repo_path: Path, tmp_path: Path
+) -> None:
+    number = open_pull(repo, build=None)
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", str(origin))
+    git(repo_path, "push", "-q", str(origin), "main", BRANCH, "refs/agentrun/*:refs/agentrun/*")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--no-checkout", str(origin), str(clone))
+    git(clone, "fetch", "-q", "origin", "refs/agentrun/*:refs/agentrun/*")
+    git(clone, "update-ref", "-d", "refs/heads/main")  # only origin/* branches here
+    cloned = pygit2.Repository(str(clone))
+
+    stat = diff_pull(cloned, number, stat=True)
+
+    assert stat.splitlines()[0].split() == ["login.py", "|", "1", "+"]
+    assert [subject for _, subject in show_pull(cloned, number)[1]] == ["change login.py"]
+
+
 def test_merge_squashes_into_one_commit_named_for_the_proposal(
     repo: pygit2.Repository, repo_path: Path
 ) -> None:

@@ -13,7 +13,8 @@ import pygit2
 from agentrun.errors import ConcurrentUpdateError, ForgeError, UnknownBuildError
 from agentrun.events import BuildCreated, HumanActor, ImplementCompleted, ProposalClosed
 from agentrun.forge.base import ProposalInfo
-from agentrun.forge.local import LocalForge, git_in, tracked_changes
+from agentrun.forge.branches import git_in, tracked_changes
+from agentrun.forge.local import LocalForge
 from agentrun.gitrepo import user_login
 from agentrun.kernel.draft import Draft
 from agentrun.secrets import scrub

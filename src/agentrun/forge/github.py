@@ -36,7 +36,7 @@ from agentrun.forge.base import (
     register,
     status_marked,
 )
-from agentrun.forge.local import push_to_origin
+from agentrun.forge.branches import push_to_origin
 
 if TYPE_CHECKING:
     from github.IssueComment import IssueComment

@@ -35,6 +35,7 @@ from agentrun.forge.base import (
     register,
     status_marked,
 )
+from agentrun.forge.branches import push_to_origin
 from agentrun.forge.gitlab_read import (
     access_of,
     comment_of,
@@ -52,7 +53,6 @@ from agentrun.forge.gitlab_site import (
     ref,
     split,
 )
-from agentrun.forge.local import push_to_origin
 
 if TYPE_CHECKING:
     from gitlab.v4.objects import Project

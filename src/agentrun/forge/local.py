@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable
-from pathlib import Path
 
 import pygit2
 from pygit2.enums import SortMode
 
-from agentrun import gitcli
 from agentrun.errors import ConcurrentUpdateError, ForgeError
 from agentrun.forge.base import Comment, ProposalInfo, register
+from agentrun.forge.branches import checked_out_in, git_in, tracked_changes
 from agentrun.forge.local_store import (
     Record,
     StoredComment,
@@ -220,11 +219,11 @@ class LocalForge:
     def commits(self, number: int) -> builtins.list[tuple[str, str]]:
         """(sha, subject) of the commits in base..head, oldest first."""
         _, record = read(self.repo, number)
-        head = self._tip(record.head) or record.head_sha
-        if head is None:
-            return []
+        head = self._tip(record.head, tracked=True) or record.head_sha
+        if head is None or head not in self.repo:
+            return []  # merged, its branch deleted and its commits pruned since
         walker = self.repo.walk(head, SortMode.TOPOLOGICAL | SortMode.REVERSE)
-        base = self._tip(record.base)
+        base = self._tip(record.base, tracked=True)
         if base is not None:
             walker.hide(base)
         return [(str(c.id), c.message.split("\n", 1)[0]) for c in walker]
@@ -235,9 +234,13 @@ class LocalForge:
         """Every proposal, oldest first."""
         return [read(self.repo, n)[1] for n in numbers(self.repo)]
 
-    def _tip(self, branch: str) -> str | None:
-        ref = self.repo.references.get(f"refs/heads/{branch}")
-        return None if ref is None else str(ref.resolve().target)
+    def _tip(self, branch: str, tracked: bool = False) -> str | None:
+        """The branch's commit; ``tracked`` (to read, never to write): else as a remote's
+        tracking branch has it, in a clone that never checked the branch out."""
+        names = [f"refs/heads/{branch}"]
+        names += [f"refs/remotes/{r}/{branch}" for r in self.repo.remotes.names() if tracked]
+        found = next((r for n in names if (r := self.repo.references.get(n)) is not None), None)
+        return None if found is None else str(found.resolve().target)
 
     def _require_tip(self, branch: str, number: int) -> str:
         tip = self._tip(branch)
@@ -268,11 +271,17 @@ class LocalForge:
         """The proposal's change against its base, as ``git diff base...head`` prints it
         (for a merged proposal: against the base it was merged into)."""
         _, record = read(self.repo, number)
-        head = self._tip(record.head) if record.state == "open" else None
+        head = self._tip(record.head, tracked=True) if record.state == "open" else None
         head = head or record.head_sha
-        base = record.merge_base if record.state == "merged" else self._tip(record.base)
+        merged = record.state == "merged"
+        base = record.merge_base if merged else self._tip(record.base, tracked=True)
         if head is None or base is None:
             raise ForgeError(f"proposal #{number}: its branches are gone; nothing to compare")
+        if gone := [sha for sha in (base, head) if sha not in self.repo]:
+            raise ForgeError(
+                f"proposal #{number}: commit {gone[0][:10]} is no longer in this repository "
+                "(its branch was deleted and the commit pruned); nothing to compare"
+            )
         args = ["diff", "--no-color", "--no-ext-diff", *(["--stat"] if stat else [])]
         return git_in(common_dir(self.repo), *args, f"{base}...{head}", "--", git_dir=True)
 
@@ -301,61 +310,6 @@ class LocalForge:
         # git itself moves the branch, index and files together, and refuses (changing
         # nothing) when an untracked file is in the way.
         git_in(worktree, "merge", "--ff-only", "--quiet", new)
-
-
-def checked_out_in(repo: pygit2.Repository, branch: str) -> Path | None:
-    """The working tree (main or linked) that has ``branch`` checked out, if any."""
-    out = git_in(common_dir(repo), "worktree", "list", "--porcelain", git_dir=True)
-    for block in out.split("\n\n"):
-        lines = block.splitlines()
-        fields = dict(line.partition(" ")[::2] for line in lines)
-        if "bare" in fields or fields.get("branch") != f"refs/heads/{branch}":
-            continue
-        path = Path(fields["worktree"])
-        if path.is_dir():
-            return path
-    return None
-
-
-def tracked_changes(worktree: Path) -> builtins.list[str]:
-    """Paths of tracked files with staged or unstaged changes in ``worktree``."""
-    out = git_in(worktree, "status", "--porcelain", "--untracked-files=no")
-    return [line[3:] for line in out.splitlines() if line.strip()]
-
-
-def push_to_origin(repo: pygit2.Repository, branch: str, sha: str) -> None:
-    """Push ``sha`` to ``branch`` on origin; git refuses anything but a fast-forward."""
-    try:
-        git_in(
-            common_dir(repo),
-            "push",
-            "--no-verify",
-            "--quiet",
-            "origin",
-            f"{sha}:refs/heads/{branch}",
-            git_dir=True,
-        )
-    except ForgeError as exc:
-        if "non-fast-forward" in str(exc) or "fetch first" in str(exc):
-            raise ForgeError(
-                f"origin's {branch} has commits this build does not have; "
-                "not overwriting them (agentrun never force-pushes)"
-            ) from None
-        raise
-
-
-def git_in(where: Path, *args: str, git_dir: bool = False) -> str:
-    """Run git in working tree ``where`` (or git directory, with ``git_dir``); its stdout.
-
-    A failure is a ``ForgeError`` carrying git's own reason.
-    """
-    location = [f"--git-dir={where}"] if git_dir else ["-C", str(where)]
-    done = gitcli.run([*location, *args], cwd=where)
-    if done.returncode != 0:
-        # git spreads one reason over several lines (a heading, the paths, "Aborting").
-        detail = " ".join(line.strip() for line in (done.stderr or done.stdout).splitlines())
-        raise ForgeError(f"git {args[0]} failed in {where}: {detail[:400] or 'no output'}")
-    return done.stdout
 
 
 def _conflict_message(record: Record, index: pygit2.Index) -> str:
