@@ -303,7 +303,7 @@ def test_run_without_roles_picks_and_says_so(
 def test_doctor_names_the_forge_and_why(here: Path) -> None:
     write_config(here, command_runtime(sys.executable))
     assert invoke("doctor").stdout.splitlines()[-1] == (
-        "forge: local (auto: origin is not on github.com)"
+        "forge: local (auto: origin is on neither github.com nor a GitLab host)"
     )
     git(here, "remote", "add", "origin", "https://github.com/someone/project.git")
     assert invoke("doctor").stdout.splitlines()[-1] == (
@@ -317,7 +317,7 @@ def test_doctor_names_a_gitlab_origin_as_the_gitlab_forge(here: Path) -> None:
     git(here, "remote", "add", "origin", "git@git.example.org:team/project.git")
     write_config(here, command_runtime(sys.executable))
     assert invoke("doctor").stdout.splitlines()[-1] == (
-        "forge: local (auto: origin is not on github.com)"
+        "forge: local (auto: origin is on neither github.com nor a GitLab host)"
     )
     url = '[forge]\nurl = "https://git.example.org"\n'
     write_config(here, command_runtime(sys.executable) + url)

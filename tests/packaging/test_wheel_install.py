@@ -159,7 +159,7 @@ def test_the_action_without_the_extra_is_one_line_naming_it(bare: Venv, tmp_path
     event.write_text(json.dumps({"action": "labeled", "issue": {"number": 1}}))
     outputs = tmp_path / "outputs"
     job = {"GITHUB_EVENT_NAME": "issues", "GITHUB_EVENT_PATH": str(event)}
-    job["GITHUB_OUTPUT"] = str(outputs)
+    job |= {"GITHUB_REPOSITORY": "octocat/Hello-World", "GITHUB_OUTPUT": str(outputs)}
     done = run(["git", "agentrun", "action"], repo, bare.env(job))
     refused_for_want_of_pygithub(done, "pip install 'git-agentrun[github]'")
     nothing_built(bare.bin, repo)

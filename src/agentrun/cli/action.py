@@ -77,8 +77,8 @@ def action(
     stop_at = deadline(time_limit)
     outputs = outputs_written(os.environ.get(adapter.OUTPUT))
     with outliving_readers(), outputs as result, job_log(os.environ, result):
+        event = adapter.EVENT.from_env(os.environ)  # outside a CI job: says so first
         require_forge(kind)  # before any step, so the job fails in one line
-        event = adapter.EVENT.from_env(os.environ)
         with progress() as observer:
             job = HostedJob(
                 _repo(), event.site(), config_path, remote, stop_at, label or None, result

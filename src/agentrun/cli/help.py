@@ -98,7 +98,7 @@ SCRIPTS = {"bash": _BASH, "zsh": _ZSH, "fish": _FISH}
 @click.argument("command", nargs=-1)
 @click.pass_context
 def help_command(ctx: click.Context, command: tuple[str, ...]) -> None:
-    """Print the help of COMMAND (e.g. `help pulls merge`), or of git agentrun."""
+    """Print the help of a COMMAND, or of git agentrun: `help pulls merge`."""
     root = ctx.find_root()
     target: click.Command = root.command
     sub = click.Context(target, info_name=root.info_name)

@@ -48,7 +48,7 @@ class GitHubEvent:
         if not name:
             raise AgentrunError(
                 "GITHUB_EVENT_NAME is not set: `git agentrun action` runs inside a GitHub "
-                "Actions job (see examples/github/agentrun.yml)"
+                "Actions job (see the README's GitHub section)"
             )
         repository = environ.get("GITHUB_REPOSITORY", "")
         if "/" not in repository:

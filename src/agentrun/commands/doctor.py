@@ -34,7 +34,7 @@ class Diagnosis:
     picked: bool  # the default was picked here, not configured
     isolation: str = ""  # "isolation: namespace (auto (GITHUB_ACTIONS=true): ...)"
     isolation_ok: bool = True
-    forge: str = ""  # "forge: local (auto: origin is not on github.com)"
+    forge: str = ""  # "forge: local (auto: origin is on neither github.com nor …)"
     forge_ok: bool = True
 
 
@@ -64,7 +64,7 @@ def forge_line(repo: pygit2.Repository, config: Config) -> tuple[str, bool]:
             f"installed: {extras.install_command('github')})",
             True,
         )
-    return "forge: local (auto: origin is not on github.com)", True
+    return "forge: local (auto: origin is on neither github.com nor a GitLab host)", True
 
 
 def isolation_line(config: Config, environ: Mapping[str, str]) -> tuple[str, bool]:

@@ -56,7 +56,7 @@ class GitLabEvent:
         if "/" not in project:
             raise AgentrunError(
                 "CI_PROJECT_PATH is not set to group/name: `git agentrun action --forge "
-                "gitlab` runs inside a GitLab CI job (see examples/gitlab/.gitlab-ci.yml)"
+                "gitlab` runs inside a GitLab CI job (see the README's GitLab section)"
             )
         source = environ.get("CI_PIPELINE_SOURCE", "")
         payload: dict[str, Any] = {}
@@ -65,7 +65,7 @@ class GitLabEvent:
             payload = payload_at(path, "webhook payload")
         elif source not in SWEEPS:
             raise AgentrunError(
-                f"TRIGGER_PAYLOAD is not set for a {source or 'pipeline'} pipeline: point a "
+                f"TRIGGER_PAYLOAD is not set for a {source or 'pushed'} pipeline: point a "
                 "project webhook at the pipeline trigger URL, or schedule the pipeline"
             )
         return cls(source, payload, project, environ.get("CI_DEFAULT_BRANCH", ""))
