@@ -9,6 +9,7 @@ from pathlib import Path
 import pygit2
 import pytest
 from conftest import git
+from runner.helpers import run_cli
 
 from agentrun.commands.control import request_resume
 from agentrun.commands.pulls import (
@@ -238,6 +239,24 @@ def test_merge_squashes_into_one_commit_named_for_the_proposal(
     assert_finished(repo, number, merged=True)
     # What was merged stays visible.
     assert "+fixed = True" in diff_pull(repo, number)
+
+
+def test_merging_a_proposal_that_changes_nothing_makes_no_empty_commit(
+    repo: pygit2.Repository, repo_path: Path
+) -> None:
+    start_build(repo)
+    base = git(repo_path, "rev-parse", "main")
+    commit_on(repo, BRANCH, {"README.md": (repo_path / "README.md").read_text()})
+    forge = LocalForge(repo)
+    number = forge.open_draft("Nothing to do", "body", BRANCH, "main", SLUG).number
+    forge.mark_ready(number)
+
+    done = run_cli(repo_path, "pulls", "merge", str(number))
+
+    assert done.returncode == 0, done.stderr
+    assert f"merged #{number}: it changes nothing, so no commit was made" in done.stdout
+    assert git(repo_path, "rev-parse", "main") == base
+    assert_finished(repo, number, merged=True)
 
 
 def test_a_squash_over_a_moved_base_holds_both_changes(

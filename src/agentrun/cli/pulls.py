@@ -60,9 +60,15 @@ def pulls_checkout(number: int) -> None:
 def pulls_merge(number: int, force: bool, keep_commits: bool) -> None:
     """Merge a proposal into its base branch as one commit, and archive its build."""
     from agentrun.commands.pulls import merge_pull
+    from agentrun.forge.local import LocalForge
 
-    sha = merge_pull(current_repo(), number, force, squash=not keep_commits)
-    click.echo(f"merged #{number}; base is now at {sha[:10]}")
+    repo = current_repo()
+    base = repo.references.get(f"refs/heads/{LocalForge(repo).get(number).base}")
+    sha = merge_pull(repo, number, force, squash=not keep_commits)
+    if base is not None and sha == str(base.target):
+        click.echo(f"merged #{number}: it changes nothing, so no commit was made ({sha[:10]})")
+    else:
+        click.echo(f"merged #{number}; base is now at {sha[:10]}")
 
 
 @pulls.command("close")

@@ -263,6 +263,8 @@ class LocalForge:
                 raise ForgeError(_conflict_message(record, index))
             tree = index.write_tree(self.repo)
         if squash is not None:
+            if tree == self.repo[base].peel(pygit2.Commit).tree_id:
+                return base  # the proposal changes nothing: no empty commit
             return str(self.repo.create_commit(None, sig, sig, squash, tree, [base]))
         message = f"Merge proposal #{record.number} from {record.head}\n\n{record.title}\n"
         return str(self.repo.create_commit(None, sig, sig, message, tree, [base, head]))
