@@ -118,11 +118,11 @@ def _serves(credential: Credential, urls: list[str]) -> bool:
     if not server:
         return True  # http.extraheader: every server
     prefix = server if server.endswith("/") else server + "/"
-    bare = [_without_userinfo(url) for url in urls]
+    bare = [without_userinfo(url) for url in urls]
     return any(url.startswith(prefix) or url == server for url in bare)
 
 
-def _without_userinfo(url: str) -> str:
+def without_userinfo(url: str) -> str:
     parts = urlsplit(url)
     return urlunsplit(parts._replace(netloc=_host(parts.netloc))) if parts.netloc else url
 

@@ -202,6 +202,7 @@ def test_sync_says_to_run_again_when_the_remote_moved(machines: Machines) -> Non
     # the server lets A push just before it tells B's push what the remote holds.
     with smart_http(m.remote.parent) as server:
         git(m.b_path, "remote", "set-url", "origin", server.url(m.remote.name))
+        Remote(m.b, "origin").check_namespaces()  # its pushes come before the race
         push_from_a = partial(git, m.a_path, "push", "-q", "--no-verify", "origin", f"{LOG}:{LOG}")
         server.before.append(("service=git-receive-pack", push_from_a))
         with pytest.raises(SyncError, match="run `git agentrun sync origin` again"):

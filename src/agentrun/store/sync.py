@@ -124,6 +124,7 @@ def sync(repo: pygit2.Repository, remote_name: str) -> SyncResult:
     reconciled locally stays, and running sync again fetches their work and pushes ours.
     """
     remote = Remote(repo, remote_name)
+    remote.check_namespaces()  # before anything here moves: a refusal leaves all as it was
     remote.fetch()
     result, updates = SyncResult(remote_name), list[RefUpdate]()
     result.archive, gone = _sync_archive(remote, updates)

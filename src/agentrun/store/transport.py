@@ -5,10 +5,15 @@ A ``Remote`` fetches the remote's ``refs/agentrun/*``, notes and build branches 
 ``refs/remotes/``) and pushes explicit refs in one ``--atomic`` push, each with
 ``--force-with-lease=<ref>:<oid seen>``. What the fetched refs mean is ``store/sync.py``'s
 business; the pre-push hook pushes with ``push_atomic`` too.
+
+Before its first push to a remote, a clone checks once that the remote takes agentrun's
+ref namespaces at all (``Remote.check_namespaces``): some servers take only branches and
+tags, and a refusal there would otherwise read as a lost race or a lease held elsewhere.
 """
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,8 +22,9 @@ from pathlib import Path
 import pygit2
 
 from agentrun import gitcli
+from agentrun.credentials import without_userinfo
 from agentrun.errors import AgentrunError
-from agentrun.gitrepo import common_dir
+from agentrun.gitrepo import agentrun_dir, common_dir, empty_tree, signature
 from agentrun.store.notes import NOTES_REF
 
 TRACKED = "refs/agentrun-remotes/"  # what a fetch saw on each remote: TRACKED<remote>/…
@@ -27,8 +33,18 @@ BRANCHES = "refs/heads/agentrun/"
 REMOTE_TIMEOUT = 300  # seconds for one fetch, ls-remote or push
 
 
+# The namespaces agentrun pushes outside branches, each with the ref its selftest pushes.
+NAMESPACES = {"refs/agentrun/*": "refs/agentrun/selftest", "refs/notes/*": "refs/notes/selftest"}
+# Where a clone remembers each push URL that took them (one file per URL, in .git/agentrun).
+ACCEPTED = "remotes-accepting"
+
+
 class SyncError(AgentrunError):
     """The remote could not be reached, or refused a push: say what to run next."""
+
+
+class RefusedNamespaceError(AgentrunError):
+    """The remote refuses one of agentrun's ref namespaces: no push there can work."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +107,7 @@ class Remote:
         self.repo, self.name = repo, name
         self.tracking = f"{TRACKED}{name}/"
         self._dir = common_dir(repo)
+        self._checked = False
 
     def git(self, *args: str) -> subprocess.CompletedProcess[str]:
         done = run_git([f"--git-dir={self._dir}", *args], self._dir)
@@ -100,7 +117,75 @@ class Remote:
         return done
 
     def push(self, updates: Sequence[RefUpdate]) -> subprocess.CompletedProcess[str] | None:
+        self.check_namespaces()
         return push_atomic(self.name, updates, self._dir, git_dir=self._dir)
+
+    def check_namespaces(self) -> None:
+        """Once per clone and push URL: does the remote take ``NAMESPACES``?
+
+        Each selftest ref is pushed (a commit on the empty tree), then all are deleted
+        again. A refusal raises ``RefusedNamespaceError``; a push that failed for any other
+        reason (out of reach, no access) proves nothing and is not remembered, so the
+        real push that follows reports it as it always did. A pass is kept in this
+        clone's ``.git/agentrun``, by push URL (without credentials): asked once per
+        clone, again when the remote moves, and the user's git config is left alone.
+        """
+        found = self.repo.remotes[self.name]
+        url = without_userinfo(found.push_url or found.url or self.name)
+        memo = agentrun_dir(self.repo) / ACCEPTED / hashlib.sha256(url.encode()).hexdigest()
+        wanted = f"{url}\n{' '.join(NAMESPACES)}\n"
+        if self._checked or (memo.is_file() and memo.read_text() == wanted):
+            self._checked = True
+            return
+        sig = signature()
+        oid = self.repo.create_commit(
+            None, sig, sig, "agentrun: namespace selftest\n", empty_tree(self.repo), []
+        )
+        pushed = list[str]()
+        try:
+            for ref in NAMESPACES.values():
+                refused = self._selftest_push(f"+{oid}:{ref}")
+                if refused is None:
+                    return
+                if refused:
+                    raise self._refused(*refused[0])
+                pushed.append(ref)
+        finally:
+            gone = self._selftest_push(*[f":{ref}" for ref in pushed]) if pushed else None
+        if gone is None:
+            return  # the selftest refs may still be there: look again next time
+        if gone:
+            ref, why = gone[0]
+            raise self._refused(f"deleting {ref}", why)
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        memo.write_text(wanted)  # a torn write only means asking again
+        self._checked = True
+
+    def _selftest_push(self, *refspecs: str) -> list[tuple[str, str]] | None:
+        """Push ``refspecs`` (non-atomic, local hooks skipped): the refs the server
+        refused, each with its reason (none: all taken); ``None`` when the push failed
+        otherwise."""
+        argv = [f"--git-dir={self._dir}", "push", "--porcelain", "--no-verify", self.name]
+        done = run_git([*argv, *refspecs], self._dir)
+        if done is None:
+            return None
+        refused = []
+        for line in done.stdout.splitlines():
+            flag, _, rest = line.partition("\t")
+            if flag == "!":
+                spec, _, why = rest.partition("\t")
+                refused.append((spec.partition(":")[2], why.strip() or "refused"))
+        return refused if refused or done.returncode == 0 else None
+
+    def _refused(self, what: str, why: str) -> RefusedNamespaceError:
+        ref = what.removeprefix("deleting ")
+        namespace = next(n for n in NAMESPACES if ref.startswith(n.removesuffix("*")))
+        return RefusedNamespaceError(
+            f"the remote {self.name} refuses {namespace} (push of {what}: {why}): allow "
+            "pushes to refs/agentrun/* and refs/notes/* there (a pre-receive hook or push "
+            "rules reject them); agentrun keeps its build logs, leases and notes there. "
+            "No build log, lease or note was pushed"
+        )
 
     def ls(self, *patterns: str) -> dict[str, str]:
         found = {}
