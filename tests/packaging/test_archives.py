@@ -100,9 +100,18 @@ def test_the_metadata(dist: Dist) -> None:
     assert one["Author"] and one["Keywords"]
     assert {v.split(",")[0] for k, v in fields if k == "Project-URL"} >= {"Homepage", "Source"}
     requires = [v for k, v in fields if k == "Requires-Dist"]
-    github = [r for r in requires if r.startswith(("PyGithub", "requests"))]
-    assert len(github) == 2 and all('extra == "github"' in r for r in github)
-    assert {v for k, v in fields if k == "Provides-Extra"} >= {"github", "test"}
+    # The forge clients come only with their extras, never with a plain install.
+    for extra, wanted in (
+        ("github", {"PyGithub", "requests"}),
+        ("gitlab", {"python-gitlab", "requests"}),
+    ):
+        named = {
+            r.split(">")[0].split(";")[0].strip() for r in requires if f'extra == "{extra}"' in r
+        }
+        assert named == wanted, requires
+    clients = ("PyGithub", "python-gitlab", "requests")
+    assert all("extra ==" in r for r in requires if r.startswith(clients)), requires
+    assert {v for k, v in fields if k == "Provides-Extra"} >= {"github", "gitlab", "test"}
 
 
 def test_the_classifiers_claim_the_pythons_the_workflow_tests(dist: Dist) -> None:

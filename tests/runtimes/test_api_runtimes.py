@@ -542,7 +542,7 @@ def test_a_local_server_needs_no_key(tmp_path: Path, server: ModelServer) -> Non
 def test_cancel_ends_a_waiting_request_at_once(
     kind: str, tmp_path: Path, server: ModelServer, key: str
 ) -> None:
-    server.responder = lambda _r: Turn(text="late", delay=10)
+    server.responder = lambda _r: Turn(text="late", delay=300)
     control = SessionControl()
     threading.Timer(0.3, control.cancel.set).start()
     started = time.monotonic()
@@ -550,16 +550,16 @@ def test_cancel_ends_a_waiting_request_at_once(
         spec_for(tmp_path), control
     )
     assert (turn.ok, turn.cause) == (False, ABORTED)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 120  # not the answer's 300 s
 
 
 def test_budget_ends_a_silent_request(tmp_path: Path, server: ModelServer, key: str) -> None:
-    server.responder = lambda _r: Turn(text="late", delay=10)
+    server.responder = lambda _r: Turn(text="late", delay=300)
     started = time.monotonic()
     runtime = make_runtime("api", runtime_config("anthropic", server.url))
     _, turn = runtime.start(spec_for(tmp_path, budget=0.5), SessionControl())
     assert (turn.ok, turn.cause) == (False, TIMEOUT)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 120  # not the answer's 300 s
 
 
 def test_connection_refused_is_unavailable(tmp_path: Path, key: str) -> None:

@@ -244,13 +244,12 @@ def test_a_search_that_backtracks_for_ever_is_stopped_within_the_session(work: P
     (work / "many.txt").write_text("a" * 1999 + "\n")
     short = replace(spec(work), budget_seconds=1)
     b = Toolbox(short, SessionControl(), False, {"PATH": os.environ["PATH"]})
-    started = time.monotonic()
 
+    # Left alone, this search would outlast the universe: it returns only if stopped.
     found = b.call("search", {"pattern": "(a|aa)+c", "regex": True})
 
     assert found.error
     assert found.text.startswith("refused: the search ran past 1.0 s"), found.text
-    assert time.monotonic() - started < 5
 
 
 def test_limits(work: Path) -> None:
@@ -315,8 +314,8 @@ def test_shell_is_bounded_by_the_session_budget_and_cancel(work: Path) -> None:
     b = box(work, shell=True)
     b.deadline = time.monotonic() + 0.5
     started = time.monotonic()
-    result = b.call("shell", {"command": "echo started; sleep 30"})
-    assert time.monotonic() - started < 5
+    result = b.call("shell", {"command": "echo started; sleep 600"})
+    assert time.monotonic() - started < 120  # cut at its deadline, not after the sleep
     assert result.error and "timeout" in result.text and "started" in result.text
     b.deadline = time.monotonic() - 1
     assert b.call("shell", {"command": "echo hi"}).text == "not run: the session has no time left"
