@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
 import pygit2
 
 from agentrun.config import load_config
 from agentrun.errors import AgentrunError, LeaseLostError
-from agentrun.gitrepo import now_utc
 from agentrun.runner.build import BuildHandle
 from agentrun.store.cache import StateCache, load_state
-from agentrun.store.lease import LeaseInfo, lease_commit, lease_ref
+from agentrun.store.lease import lease_ref, renewal
 from agentrun.store.log import EventLog, build_ref
 from agentrun.store.remote_lease import RemoteLease, claim_remote
 from agentrun.store.sync import build_updates
@@ -108,8 +106,7 @@ class RemoteRun:
                 if found.reparented and build is not None:
                     # Our events were re-created on top of the remote's: read the log afresh.
                     build.tip, build.state = load_state(build.log, build.cache, self.slug)
-                info = self._renewed(lease.info)
-                oid = lease_commit(self.repo, info)
+                oid, info = renewal(self.repo, lease.info, self.ttl)
                 done = self.remote.push([*updates, RefUpdate(lease_ref(self.slug), oid, lease.oid)])
                 if done is not None and done.returncode == 0:
                     self.remote.record(updates)
@@ -147,14 +144,6 @@ class RemoteRun:
     def _held(self) -> RemoteLease:
         assert self.lease is not None, "claim() first"
         return self.lease
-
-    def _renewed(self, info: LeaseInfo) -> LeaseInfo:
-        return info.model_copy(
-            update={
-                "generation": info.generation + 1,
-                "expires_at": now_utc() + timedelta(seconds=self.ttl),
-            }
-        )
 
     def _lost(self, when: str) -> LeaseLostError:
         self.lost = LeaseLostError(
@@ -198,8 +187,7 @@ class RemoteRun:
         while not self._stop.wait(interval):
             with self._lock:
                 lease = self._held()
-                info = self._renewed(lease.info)
-                oid = lease_commit(remote.repo, info)
+                oid, info = renewal(remote.repo, lease.info, self.ttl)
                 ref = lease_ref(self.slug)
                 done = remote.push([RefUpdate(ref, oid, lease.oid)])
                 if done is not None and done.returncode == 0:
