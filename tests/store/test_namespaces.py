@@ -7,6 +7,7 @@ that refuses ``refs/notes/*``, one that takes both; each logs the refs it took (
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pygit2
@@ -67,10 +68,11 @@ def refs(path: Path) -> str:
     return git(path, "for-each-ref", "--format=%(objectname) %(refname)")
 
 
-def taken(bare: Path, ref: str) -> list[str]:
+def taken(bare: Path, below: str) -> list[str]:
+    """What the remote took of the refs below ``below`` (a check's own selftest refs)."""
     log = bare / "taken.log"
     lines = log.read_text().splitlines() if log.exists() else []
-    return [line for line in lines if line.endswith(f" {ref}")]
+    return [line for line in lines if line.split()[1].startswith(f"{below}/")]
 
 
 def remembered(clone: Path) -> list[str]:
@@ -96,15 +98,17 @@ def test_a_remote_refusing_a_namespace_fails_sync_in_one_line(
     done = run_cli(clone, "sync", "origin")
 
     assert done.returncode == 1, done.stderr
-    assert done.stderr == (
-        f"agentrun: the remote origin refuses {namespace} (push of {selftest}: "
-        f"{REFUSED_BY_HOOK}): {ADVICE}\n"
+    expected = (
+        f"agentrun: the remote origin refuses {re.escape(namespace)} "
+        f"\\(push of {selftest}/[0-9a-f]{{12}}: "
+        f"{re.escape(REFUSED_BY_HOOK)}\\): {re.escape(ADVICE)}\n"
     )
+    assert re.fullmatch(expected, done.stderr), done.stderr
     assert done.stdout == ""
     assert (refs(clone), refs(bare)) == (before_here, before_there)
     assert remembered(clone) == []
     # Refused again on the next try: a refusal is never remembered as a pass.
-    assert run_cli(clone, "sync", "origin").stderr == done.stderr
+    assert re.fullmatch(expected, run_cli(clone, "sync", "origin").stderr)
 
 
 def test_an_accepting_remote_is_checked_once_and_keeps_no_selftest_ref(tmp_path: Path) -> None:
@@ -120,7 +124,7 @@ def test_an_accepting_remote_is_checked_once_and_keeps_no_selftest_ref(tmp_path:
     zero = "0" * 40
     for ref in ("refs/agentrun/selftest", "refs/notes/selftest"):
         created, deleted = taken(bare, ref)  # once each, across both syncs
-        assert created.split()[0] != zero and deleted == f"{zero} {ref}"
+        assert created.split()[0] != zero and deleted == f"{zero} {created.split()[1]}"
     assert "selftest" not in refs(bare)
     assert f"refs/agentrun/builds/{SLUG}" in refs(bare)
     assert "refs/notes/agentrun" in refs(bare)
@@ -175,3 +179,16 @@ def test_credentials_in_the_push_url_stay_out_of_the_key(tmp_path: Path) -> None
     claim_remote(pygit2.Repository(str(clone)), "origin", SLUG, "runner-1")
 
     assert remembered(clone) == [f"{bare.as_uri()} refs/agentrun/* refs/notes/*"]
+
+
+def test_a_check_under_way_in_another_clone_is_left_alone(tmp_path: Path) -> None:
+    """Two CI jobs, each a fresh clone, check one remote at once: neither pushes nor
+    deletes the other's selftest refs, so neither takes the other for a refusal."""
+    bare, clone = remote_with(tmp_path, None)
+    theirs = "refs/agentrun/selftest/0123456789ab"  # another clone's, mid-check
+    git(bare, "update-ref", theirs, git(bare, "rev-parse", "HEAD"))
+
+    done = run_cli(clone, "sync", "origin")
+
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert git(bare, "for-each-ref", "--format=%(refname)", "refs/agentrun/selftest") == theirs

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,9 @@ BRANCHES = "refs/heads/agentrun/"
 REMOTE_TIMEOUT = 300  # seconds for one fetch, ls-remote or push
 
 
-# The namespaces agentrun pushes outside branches, each with the ref its selftest pushes.
+# The namespaces agentrun pushes outside branches, each with where its selftest pushes: a
+# ref of this check's own below it (SELFTEST/<random>), so that jobs checking one remote at
+# once never push, or delete, each other's.
 NAMESPACES = {"refs/agentrun/*": "refs/agentrun/selftest", "refs/notes/*": "refs/notes/selftest"}
 # Where a clone remembers each push URL that took them (one file per URL, in .git/agentrun).
 ACCEPTED = "remotes-accepting"
@@ -123,8 +126,9 @@ class Remote:
     def check_namespaces(self) -> None:
         """Once per clone and push URL: does the remote take ``NAMESPACES``?
 
-        Each selftest ref is pushed (a commit on the empty tree), then all are deleted
-        again. A refusal raises ``RefusedNamespaceError``; a push that failed for any other
+        Each selftest ref (``NAMESPACES``' ref, then ``/`` and a random name of this
+        check's own) is pushed (a commit on the empty tree), then all are deleted again.
+        A refusal raises ``RefusedNamespaceError``; a push that failed for any other
         reason (out of reach, no access) proves nothing and is not remembered, so the
         real push that follows reports it as it always did. A pass is kept in this
         clone's ``.git/agentrun``, by push URL (without credentials): asked once per
@@ -141,10 +145,11 @@ class Remote:
         oid = self.repo.create_commit(
             None, sig, sig, "agentrun: namespace selftest\n", empty_tree(self.repo), []
         )
+        mine = uuid.uuid4().hex[:12]
         pushed = list[str]()
         try:
-            for ref in NAMESPACES.values():
-                refused = self._selftest_push(f"+{oid}:{ref}")
+            for ref in (f"{base}/{mine}" for base in NAMESPACES.values()):
+                refused = self._selftest_push(f"{oid}:{ref}")
                 if refused is None:
                     return
                 if refused:
