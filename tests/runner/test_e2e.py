@@ -57,6 +57,9 @@ class ForgeWatcher:
     def activity(self, text: str) -> None:
         pass
 
+    def warning(self, text: str) -> None:
+        pass
+
 
 def build(
     repo: pygit2.Repository, goal: str = GOAL, observer: ForgeWatcher | None = None

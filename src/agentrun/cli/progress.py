@@ -79,6 +79,10 @@ class PlainProgress:
     def activity(self, text: str) -> None:
         self.work.activity(text)
 
+    def warning(self, text: str) -> None:
+        with self.work.lock:
+            click.echo(f"agentrun: {text}", err=True)
+
     def _print(self, line: str) -> None:
         with self.work.lock:
             click.echo(line)
@@ -131,6 +135,9 @@ class LiveProgress:
 
     def activity(self, text: str) -> None:
         self.work.activity(text)
+
+    def warning(self, text: str) -> None:
+        click.echo(f"agentrun: {text}", err=True)
 
 
 def progress_seconds() -> float:

@@ -64,12 +64,18 @@ class Observer(Protocol):
     def activity(self, text: str) -> None:
         """The running session's latest line."""
 
+    def warning(self, text: str) -> None:
+        """Something the person must see, whatever else is shown (it is in the log too)."""
+
 
 class Silent:
     def event(self, stored: Stored, state: BuildState) -> None:
         pass
 
     def activity(self, text: str) -> None:
+        pass
+
+    def warning(self, text: str) -> None:
         pass
 
 

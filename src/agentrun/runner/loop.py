@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -268,7 +267,7 @@ class Runner:
             f"during {phase}, {', '.join(moved)} moved; agentrun never writes there: "
             "check that the change is yours"
         )
-        print(f"agentrun: build {self.slug}: {text}", file=sys.stderr, flush=True)
+        self.observer.warning(f"build {self.slug}: {text}")
         build.append([Draft(ObservationRecorded(phase=phase, text=text))])
 
 
