@@ -203,6 +203,11 @@ def origin_on_github(repo: pygit2.Repository) -> bool:
     return "github.com" in _origin(repo)
 
 
+def origin_url(repo: pygit2.Repository) -> str | None:
+    """The ``origin`` remote's URL, if the repository has one."""
+    return _origin(repo) or None
+
+
 def origin_on_gitlab(repo: pygit2.Repository) -> bool:
     """``origin`` is on gitlab.com, or on the host of the config's ``[forge] url``."""
     origin = _origin(repo)
@@ -216,6 +221,19 @@ def origin_on_gitlab(repo: pygit2.Repository) -> bool:
 def _origin(repo: pygit2.Repository) -> str:
     names = [n for n in repo.remotes.names() if n]
     return (repo.remotes["origin"].url or "") if "origin" in names else ""
+
+
+def forge_token(kind: str, token: str | None, set_it: str, hint: str = "") -> str:
+    """The hosted forge's token, or the one line that says how to give it one."""
+    if token:
+        return token
+    from agentrun.credentials import TOKEN_FD
+    from agentrun.errors import ForgeError
+
+    raise ForgeError(
+        f"the {kind} forge needs a token: {set_it}, or pass it on the file descriptor "
+        f"{TOKEN_FD} names{hint}"
+    )
 
 
 def require_forge(kind: str) -> None:

@@ -33,6 +33,8 @@ from agentrun.forge.base import (
     Issue,
     ProposalInfo,
     Review,
+    forge_token,
+    origin_url,
     register,
     status_marked,
 )
@@ -80,17 +82,10 @@ class GitHubForge:
         from agentrun.forge import github_http
 
         self.repo = repo
-        token = credentials.github_token()
-        if not token:
-            raise ForgeError(
-                "the github forge needs a token: set GITHUB_TOKEN, or pass it on the file "
-                f"descriptor {credentials.TOKEN_FD} names "
-                "(in a workflow: env: GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }})"
-            )
+        workflow = " (in a workflow: env: GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }})"
+        token = forge_token("github", credentials.github_token(), "set GITHUB_TOKEN", workflow)
         self.api_url = (os.environ.get("GITHUB_API_URL") or DEFAULT_API).rstrip("/")
-        names = [n for n in repo.remotes.names() if n]
-        origin = repo.remotes["origin"].url if "origin" in names else None
-        self.full_name = repository_from(os.environ, origin)
+        self.full_name = repository_from(os.environ, origin_url(repo))
         self.owner = self.full_name.split("/", 1)[0]
         self.gh = github_http.client(self.api_url, token, stop_at)
         self.gh_repo = self.gh.get_repo(self.full_name)

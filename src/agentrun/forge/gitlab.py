@@ -32,6 +32,8 @@ from agentrun.forge.base import (
     Issue,
     ProposalInfo,
     Review,
+    forge_token,
+    origin_url,
     register,
     status_marked,
 )
@@ -78,18 +80,12 @@ class GitLabForge:
         from agentrun.forge import gitlab_http
 
         self.repo = repo
-        token = credentials.gitlab_token()
-        if not token:
-            raise ForgeError(
-                "the gitlab forge needs a token: set GITLAB_TOKEN (a project access token "
-                "with the api and write_repository scopes), or pass it on the file "
-                f"descriptor {credentials.TOKEN_FD} names"
-            )
-        self.token = token
+        set_it = (
+            "set GITLAB_TOKEN (a project access token with the api and write_repository scopes)"
+        )
+        token = self.token = forge_token("gitlab", credentials.gitlab_token(), set_it)
         self.url = instance_url(os.environ, configured_url(repo))
-        names = [n for n in repo.remotes.names() if n]
-        origin = repo.remotes["origin"].url if "origin" in names else None
-        self.path = project_from(os.environ, origin, self.url)
+        self.path = project_from(os.environ, origin_url(repo), self.url)
         self.api_url = f"{self.url}/api/v4"
         self.gl = gitlab_http.client(self.url, token, stop_at)
         self.project: Project = self.gl.projects.get(self.path, lazy=True)
