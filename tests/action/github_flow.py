@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import signal
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -226,30 +229,64 @@ class Job:
         return cli_env(env)
 
     def popen(self) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            ["git", "agentrun", "action", *self.args],
-            cwd=self.checkout,
-            env=self.env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
+        return start_action(self.checkout, self.env(), self.args)
 
     def run(self) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["git", "agentrun", "action", *self.args],
-            cwd=self.checkout,
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            timeout=JOB_SECONDS,
-        )
+        return run_action(self.checkout, self.env(), self.args)
 
     def outputs(self) -> dict[str, str]:
-        if not self.output.exists():
-            return {}
-        return dict(line.split("=", 1) for line in self.output.read_text().splitlines())
+        return read_outputs(self.output)
+
+
+# --- what every forge's CI job does: `git agentrun action` in its checkout -----------------
+
+
+def start_action(checkout: Path, env: dict[str, str], args: Sequence[str]) -> subprocess.Popen[str]:
+    """The job as a process of its own session (a test may kill it, agents and all)."""
+    return subprocess.Popen(
+        ["git", "agentrun", "action", *args],
+        cwd=checkout,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def run_action(
+    checkout: Path, env: dict[str, str], args: Sequence[str]
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "agentrun", "action", *args],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=JOB_SECONDS,
+    )
+
+
+def read_outputs(path: Path) -> dict[str, str]:
+    """The job's ``key=value`` outputs file, as the CI reads it."""
+    if not path.exists():
+        return {}
+    return dict(line.split("=", 1) for line in path.read_text().splitlines())
+
+
+def kill_when_hung(proc: subprocess.Popen[str], state: Path) -> None:
+    """Wait for the hanging agent of ``command_agent(implement="hang")``, then kill the job
+    with its runner and agent, as a cancelled CI job dies."""
+    from runner.helpers import kill_left_over, wait_for
+
+    try:
+        wait_for(lambda: (state / "hung").exists(), "the implement session to hang", 60)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        kill_left_over(state / "pids")
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def must(done: subprocess.CompletedProcess[str]) -> str:

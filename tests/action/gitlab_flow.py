@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from github_flow import read_outputs, run_action, start_action
 from runner.helpers import cli_env
 from support.gitlab_api import PROJECT, TESTDATA, GitLabAPI
 
-JOB_SECONDS = 90
 DEVELOPER, REPORTER = 30, 20
 
 
@@ -88,27 +88,10 @@ class Pipeline:
         return cli_env(env)
 
     def popen(self) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            ["git", "agentrun", "action"],
-            cwd=self.checkout,
-            env=self.env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
+        return start_action(self.checkout, self.env(), ())
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["git", "agentrun", "action", *args],
-            cwd=self.checkout,
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            timeout=JOB_SECONDS,
-        )
+        return run_action(self.checkout, self.env(), args)
 
     def outputs(self) -> dict[str, str]:
-        if not self.output.exists():
-            return {}
-        return dict(line.split("=", 1) for line in self.output.read_text().splitlines())
+        return read_outputs(self.output)

@@ -3,8 +3,6 @@ two jobs at once; a job killed mid-phase or stopped at its time limit."""
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from pathlib import Path
 
@@ -15,6 +13,7 @@ from github_flow import (
     Site,
     commented,
     comments,
+    kill_when_hung,
     labeled,
     must,
     permissions,
@@ -24,7 +23,7 @@ from github_flow import (
     reviewed,
     reviews,
 )
-from runner.helpers import SCRIPTED_BUT_IMPLEMENT, command_agent, kill_left_over, wait_for
+from runner.helpers import SCRIPTED_BUT_IMPLEMENT, command_agent, kill_left_over
 from support.prism import GitHubAPI
 
 from agentrun.store.log import EventLog
@@ -132,14 +131,7 @@ def test_a_job_killed_mid_phase_is_resumed_by_the_scheduled_sweep(site: Site) ->
     ttl = {"AGENTRUN_LEASE_TTL": "2"}
     job = site.job("issues", labeled(7, "Fix the greeting", "", "maintainer"), extra_env=ttl)
     proc = job.popen()
-    try:
-        wait_for(lambda: (state / "hung").exists(), "the implement session to hang", 60)
-        os.killpg(proc.pid, signal.SIGKILL)  # the runner and its agent die with the job
-        proc.wait(timeout=10)
-    finally:
-        kill_left_over(state / "pids")
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    kill_when_hung(proc, state)
     assert "build.completed" not in remote_types(site, SLUG)
     time.sleep(2.5)  # the dead job's lease on the remote expires
 

@@ -5,14 +5,12 @@ changes requested run round 2; a forged payload; a scheduled sweep; bad payloads
 from __future__ import annotations
 
 import json
-import os
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from github_flow import Site, must, remote_events, remote_slugs, remote_types
+from github_flow import Site, kill_when_hung, must, remote_events, remote_slugs, remote_types
 from gitlab_flow import (
     DEVELOPER,
     REPORTER,
@@ -21,8 +19,8 @@ from gitlab_flow import (
     merge_request_event,
     note_event,
 )
-from runner.helpers import SCRIPTED_BUT_IMPLEMENT, command_agent, kill_left_over, wait_for
-from support.gitlab_api import PROJECT, GitLabAPI
+from runner.helpers import SCRIPTED_BUT_IMPLEMENT, command_agent
+from support.gitlab_api import PROJECT, GitLabAPI, serving
 
 from agentrun.forge.gitlab_site import proposal_number
 
@@ -36,12 +34,8 @@ STATUS = "<!-- agentrun:status"  # the status note's first line
 
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[GitLabAPI]:
-    found = GitLabAPI(tmp_path / "origin.git")
-    try:
+    with serving(tmp_path / "origin.git") as found:
         yield found
-        found.assert_accepted()
-    finally:
-        found.close()
 
 
 @pytest.fixture
@@ -172,14 +166,7 @@ def test_a_pipeline_killed_mid_phase_is_resumed_by_the_scheduled_sweep(
     issue = api.add_issue("Fix the greeting", "", "maintainer", ("agentrun",))
     ttl = {"AGENTRUN_LEASE_TTL": "2"}
     proc = pipeline(site, api, issue_event(issue, "maintainer"), extra_env=ttl).popen()
-    try:
-        wait_for(lambda: (state / "hung").exists(), "the implement session to hang", 60)
-        os.killpg(proc.pid, signal.SIGKILL)  # the runner and its agent die with the job
-        proc.wait(timeout=10)
-    finally:
-        kill_left_over(state / "pids")
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    kill_when_hung(proc, state)
     assert "build.completed" not in remote_types(site, SLUG)
     time.sleep(2.5)  # the dead pipeline's lease on the remote expires
 

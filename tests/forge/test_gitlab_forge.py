@@ -13,7 +13,7 @@ from pathlib import Path
 import pygit2
 import pytest
 from conftest import git, make_repo
-from support.gitlab_api import BOT, PROJECT, PROJECT_ID, TESTDATA, TOKEN, GitLabAPI
+from support.gitlab_api import BOT, PROJECT, PROJECT_ID, TESTDATA, TOKEN, GitLabAPI, serving
 
 from agentrun.config import parse_config
 from agentrun.errors import ConfigError, ForgeError
@@ -29,14 +29,10 @@ ISSUES = f"/api/v4/projects/{PROJECT}/issues"
 @pytest.fixture
 def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[GitLabAPI]:
     """The fake, its GitLab CI variables set; every request must have been accepted."""
-    found = GitLabAPI(tmp_path / "origin.git")
-    for key, value in found.env().items():
-        monkeypatch.setenv(key, value)
-    try:
+    with serving(tmp_path / "origin.git") as found:
+        for key, value in found.env().items():
+            monkeypatch.setenv(key, value)
         yield found
-        found.assert_accepted()
-    finally:
-        found.close()
 
 
 @pytest.fixture

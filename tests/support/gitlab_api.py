@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -197,3 +199,15 @@ def _handler(api: GitLabAPI) -> type[BaseHTTPRequestHandler]:
             pass
 
     return Handler
+
+
+@contextmanager
+def serving(origin: Path) -> Iterator[GitLabAPI]:
+    """A fake GitLab reading branch tips from ``origin``; when the block ends, every request
+    it took must have been accepted."""
+    found = GitLabAPI(origin)
+    try:
+        yield found
+        found.assert_accepted()
+    finally:
+        found.close()
