@@ -58,6 +58,9 @@ from agentrun.events import (
     RunnerSetupFailed,
     SessionEnded,
     SessionStarted,
+    TaskIntegrated,
+    TaskReturned,
+    TaskStarted,
     Usage,
     VerifyCompleted,
     VerifyStarted,
@@ -165,6 +168,9 @@ PAYLOADS: list[Any] = [
     BaseMoved(base_sha=SHA, conflicts=("src/app.py",)),
     ReconcileStarted(round=2, base_sha=SHA),
     ReconcileCompleted(round=2, base_sha=SHA, head=SHA),
+    TaskStarted(task="parser", base_sha=SHA),
+    TaskIntegrated(task="parser", head=SHA, changed_paths=("src/parse.py",)),
+    TaskReturned(task="parser", why="conflict", base_sha=SHA, reason="conflicts in src/a.py"),
 ]
 ACTORS = [KernelActor(), AgentActor(role="code-review", session="s-3"), HumanActor(login="alice")]
 
@@ -411,3 +417,13 @@ def test_a_v1_build_created_reads_as_not_allowing_empty() -> None:
     created = decode(message(doc), "abc123").payload
     assert isinstance(created, BuildCreated)
     assert created.allow_empty is False
+
+
+def test_a_task_event_keeps_its_task_and_a_build_event_writes_none() -> None:
+    """The envelope's ``task`` is written only when set: a log without tasks reads, and
+    is written, as before tasks existed."""
+    tasked = event(PlanReviewStarted(round=1)).model_copy(update={"task": "parser"})
+    assert decode(encode(tasked), "abc123").task == "parser"
+    plain = encode(event(PlanReviewStarted(round=1)))
+    assert '"task"' not in plain
+    assert decode(plain, "abc123").task is None

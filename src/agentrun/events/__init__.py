@@ -80,10 +80,12 @@ from agentrun.events.phases import (
     PlanStarted,
     PlanSubmitted,
     Question,
+    TaskSpec,
     VerifyCompleted,
     VerifyStarted,
     VerifyVerdict,
 )
+from agentrun.events.tasks import TaskIntegrated, TaskReturned, TaskStarted
 
 __all__ = [
     "EVENT_TYPES",
@@ -139,6 +141,10 @@ __all__ = [
     "SessionEnded",
     "SessionOutcome",
     "SessionStarted",
+    "TaskIntegrated",
+    "TaskReturned",
+    "TaskSpec",
+    "TaskStarted",
     "Usage",
     "Verdict",
     "VerifyCompleted",

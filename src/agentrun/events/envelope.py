@@ -16,11 +16,11 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from agentrun.errors import InvalidEventError, MalformedEventError
-from agentrun.events import build, forge, phases
+from agentrun.events import build, forge, phases, tasks
 from agentrun.events.base import Actor, Frozen, check_version
 from agentrun.secrets import scrub
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 Payload = Annotated[
@@ -66,7 +66,10 @@ Payload = Annotated[
     | forge.ReconcileStarted
     | forge.ReconcileCompleted
     | build.BuildRetryRequested
-    | build.BuildReconcileRequested,
+    | build.BuildReconcileRequested
+    | tasks.TaskStarted
+    | tasks.TaskIntegrated
+    | tasks.TaskReturned,
     Field(discriminator="type"),
 ]
 
@@ -80,6 +83,7 @@ class Event(Frozen):
     actor: Actor
     writer: str
     payload: Payload
+    task: str | None = None  # the task of the build's task graph the event belongs to
 
     @property
     def type(self) -> str:
@@ -108,6 +112,8 @@ def check_payload(payload: Any) -> None:
 def encode(event: Event) -> str:
     """The commit message that stores ``event``."""
     body = event.model_dump(mode="json", exclude={"payload": {"type"}})
+    if body["task"] is None:
+        del body["task"]  # a build without tasks reads as it did before tasks existed
     doc = {"v": body["v"], "seq": body["seq"], "type": event.type, **body}
     # Scrubbed before it is clipped: a token cut in half keeps no shape to be found by.
     summary = scrub(event.payload.summary()).replace("\n", " ")
@@ -158,7 +164,13 @@ def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-UPCASTERS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+def _v2_to_v3(doc: dict[str, Any]) -> dict[str, Any]:
+    """v3 added the envelope's ``task``, ``plan.submitted.tasks`` and ``tasks_error``, and
+    the ``task.*`` events: a v2 document reads unchanged (it belongs to no task)."""
+    return doc
+
+
+UPCASTERS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def upgrade(doc: dict[str, Any], version: int, where: str) -> dict[str, Any]:

@@ -13,11 +13,22 @@ class PlanStarted(PayloadModel, summary="round {round}"):
     feedback: tuple[str, ...] = ()
 
 
+class TaskSpec(Frozen):
+    """One task of a plan's task graph (the plan's ``agentrun-tasks`` block)."""
+
+    id: str
+    goal: str
+    deps: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+
+
 class PlanSubmitted(PayloadModel):
     type: Literal["plan.submitted"] = "plan.submitted"
     session: str
     plan: str
     summary_text: str = ""
+    tasks: tuple[TaskSpec, ...] = ()  # the plan's task graph (none: one implement, as before)
+    tasks_error: str = ""  # why the plan's task graph was refused (it goes back to its author)
 
     def summary(self) -> str:
         return self.summary_text or self.plan

@@ -15,3 +15,4 @@ class Draft:
     payload: object
     actor: Actor = field(default_factory=KernelActor)
     artifacts: Mapping[str, bytes] = field(default_factory=dict)
+    task: str | None = None  # the task of the build's graph it belongs to (its envelope's)

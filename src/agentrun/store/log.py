@@ -186,7 +186,12 @@ class EventLog:
             check_payload(draft.payload)
             seq += 1
             event = Event(
-                seq=seq, ts=ts, actor=draft.actor, writer=self.writer, payload=draft.payload
+                seq=seq,
+                ts=ts,
+                actor=draft.actor,
+                writer=self.writer,
+                payload=draft.payload,
+                task=draft.task,
             )
             tree = self._tree(draft.artifacts)
             parents = [pygit2.Oid(hex=parent)] if parent else []
