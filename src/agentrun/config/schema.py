@@ -86,6 +86,10 @@ class Budget(_Model):
 class Policy(_Model):
     max_phase_attempts: int = Field(default=2, ge=1)
     max_review_rounds: int = Field(default=3, ge=1)
+    # Agent sessions at once: of one build's tasks, and of all builds of the repository
+    # on this machine (checks do not count).
+    max_parallel: int = Field(default=4, ge=1)
+    max_sessions: int = Field(default=8, ge=1)
     session_budget_seconds: float = Field(default=1800, gt=0)
     check_timeout_seconds: float = Field(default=600, gt=0)
 

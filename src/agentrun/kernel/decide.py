@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agentrun.config import FinalizeStep, VerifyStep
+from agentrun.kernel import tasks
 from agentrun.kernel.budget import over_budget
 from agentrun.kernel.paths import any_matches
 from agentrun.kernel.state import BuildState, attempt_key
@@ -16,7 +17,7 @@ from agentrun.kernel.state import BuildState, attempt_key
 
 @dataclass(frozen=True)
 class Wait:
-    reason: Literal["complete", "failed", "aborted", "paused", "parked", "in-flight"]
+    reason: Literal["complete", "failed", "aborted", "paused", "parked", "in-flight", "tasks"]
     kind: Literal["wait"] = "wait"
 
 
@@ -97,6 +98,33 @@ class RaiseEscalation:
 
 
 @dataclass(frozen=True)
+class StartTask:
+    """A task's first run: its branch starts at the build's head (``task.started``)."""
+
+    task: str
+    base_sha: str
+    kind: Literal["start-task"] = "start-task"
+
+
+@dataclass(frozen=True)
+class RunTasks:
+    """The ready frontier of the task graph: the tasks that may run now, side by side."""
+
+    ready: tuple[str, ...]
+    kind: Literal["run-tasks"] = "run-tasks"
+
+
+@dataclass(frozen=True)
+class Integrate:
+    """The integration queue's next task: merge it onto the build head, gate, land."""
+
+    task: str
+    head: str
+    changed_paths: tuple[str, ...]
+    kind: Literal["integrate"] = "integrate"
+
+
+@dataclass(frozen=True)
 class Complete:
     kind: Literal["complete"] = "complete"
 
@@ -119,10 +147,13 @@ Decision = (
     | RaiseEscalation
     | Complete
     | Fail
+    | StartTask
+    | RunTasks
+    | Integrate
 )
 Work = RunPhase | RunCheck | RunAgentVerify | RunFinalizeStep
 # Decisions that run nothing: the kernel makes their events (``runner.made``).
-Recorded = Acknowledge | SkipVerify | RaiseEscalation | Complete | Fail
+Recorded = Acknowledge | SkipVerify | RaiseEscalation | Complete | Fail | StartTask
 
 
 def decide(s: BuildState) -> Decision:
@@ -140,8 +171,10 @@ def decide(s: BuildState) -> Decision:
     if s.session is not None or s.in_flight is not None:
         # A runner closes what a dead runner left open before it decides.
         return Wait("in-flight")
-    if s.open_escalations:
+    if s.parks:
         return Wait("parked")
+    if s.stage == "tasks" and s.task is None:
+        return _task_graph(s)
     if s.setup_permanent or s.setup_failures >= s.config.policy.max_phase_attempts:
         return Fail(f"the runner could not set up the build: {s.reason}")
     if _empty(s):
@@ -155,10 +188,11 @@ def decide(s: BuildState) -> Decision:
             "Answer to let the build go on without a change (as `run --allow-empty` "
             "would), or abort it.",
         )
-    if s.implemented and s.proposal is None and s.stage not in ("plan", "plan-review"):
-        return Publish("open-draft")
-    if s.proposal is not None and not s.proposal.closed and s.published_head != s.head:
-        return Publish("push")
+    if s.task is None:  # only the build publishes; a task's work lands through the queue
+        if s.implemented and s.proposal is None and s.stage not in ("plan", "plan-review"):
+            return Publish("open-draft")
+        if s.proposal is not None and not s.proposal.closed and s.published_head != s.head:
+            return Publish("push")
     limit = _round_limit(s)
     if limit is not None:
         return limit
@@ -166,6 +200,45 @@ def decide(s: BuildState) -> Decision:
     if not isinstance(work, RunPhase | RunCheck | RunAgentVerify | RunFinalizeStep):
         return work
     return _guard(s, work)
+
+
+def decide_task(s: BuildState, task: str) -> Decision:
+    """The next move of one task of the build's graph, from the build's state.
+
+    The build's runner acknowledges controls and runs the queue; a task's runner runs
+    the task's phases (``decide`` on the task's view) and stops when the build stops.
+    """
+    t = s.tasks[task]
+    if s.status != "running":
+        return Wait("complete" if s.status == "complete" else "aborted")
+    if s.abort_requested:
+        return Wait("aborted")
+    if s.paused or s.pause_requested:
+        return Wait("paused")
+    if t.stage in ("passed", "landed"):
+        return Wait("complete")
+    if not tasks.deps_landed(s, t):
+        return Wait("tasks")
+    if t.stage == "waiting":
+        return StartTask(task=task, base_sha=s.head)
+    return decide(tasks.view(s, task))
+
+
+def _task_graph(s: BuildState) -> Decision:
+    """The queue lands passing tasks in the graph's order; else the ready frontier runs.
+
+    A task whose runner is in the middle of a phase is in the frontier too: if that
+    runner died, the next one takes the task over.
+    """
+    for t in s.tasks.values():
+        if t.stage == "passed" and tasks.deps_landed(s, t):
+            return Integrate(task=t.id, head=t.head, changed_paths=t.changed_paths)
+    ready = []
+    for t in s.tasks.values():
+        move = decide_task(s, t.id)
+        if not isinstance(move, Wait) or move.reason == "in-flight":
+            ready.append(t.id)
+    return RunTasks(tuple(ready)) if ready else Wait("parked")
 
 
 def _empty(s: BuildState) -> bool:

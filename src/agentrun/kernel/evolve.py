@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from agentrun import events as ev
+from agentrun.kernel import tasks
 from agentrun.kernel.session_end import (
     Changes,
     checks_stage,
@@ -29,7 +30,19 @@ from agentrun.snapshot import read as read_snapshot
 
 
 def evolve(state: BuildState, event: ev.Event) -> BuildState:
-    """One fold step: the state after ``event``."""
+    """One fold step: the state after ``event``.
+
+    An event of a task is folded into the task's view of the build (``kernel.tasks``).
+    """
+    task = tasks.task_of(state, event)
+    if task is None:
+        return _take_feedback(_step(state, event))
+    after = tasks.merged(state, task, _step(tasks.view(state, task), event))
+    own = tasks.booked(after.tasks[task], event)
+    return after.model_copy(update={"tasks": {**after.tasks, task: own}})
+
+
+def _step(state: BuildState, event: ev.Event) -> BuildState:
     changes = _apply(state, event)
     flight = state.in_flight
     if flight is not None and flight.started and changes.get("in_flight", flight) is None:
@@ -38,7 +51,7 @@ def evolve(state: BuildState, event: ev.Event) -> BuildState:
         changes["active_seconds"] = state.active_seconds + spent
     changes["seq"] = event.seq
     changes["updated_at"] = event.ts
-    return _take_feedback(state.model_copy(update=changes))
+    return state.model_copy(update=changes)
 
 
 def _take_feedback(s: BuildState) -> BuildState:
@@ -177,7 +190,13 @@ def _apply(s: BuildState, event: ev.Event) -> Changes:
         case ev.ObservationRecorded():
             return {"observations": (*s.observations, f"{p.phase}: {p.text}")}
         case ev.BuildRetryRequested():
-            return _retry(s, event)
+            return {**_retry(s, event), **tasks.retried(s)}
+        case ev.TaskStarted():
+            return tasks.started(s, p) if s.task == p.task else {}
+        case ev.TaskIntegrated():
+            return tasks.landed(s, p)
+        case ev.TaskReturned():
+            return tasks.returned(s, p)
         case ev.BuildReconcileRequested():
             return _reconcile_requested(s, p)
         case ev.FeedbackReceived():

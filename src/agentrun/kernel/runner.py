@@ -20,6 +20,7 @@ from agentrun.kernel.decide import (
     RaiseEscalation,
     Recorded,
     SkipVerify,
+    StartTask,
     next_escalation_id,
 )
 from agentrun.kernel.draft import Draft
@@ -78,6 +79,9 @@ def made(state: BuildState, decision: Recorded, instance: str) -> list[Draft]:
             return [Draft(ev.BuildCompleted(summary_text=state.goal))]
         case Fail():
             return [Draft(ev.BuildFailed(reason=decision.reason))]
+        case StartTask():
+            started = ev.TaskStarted(task=decision.task, base_sha=decision.base_sha)
+            return [Draft(started, task=decision.task)]
         case _:
             assert_never(decision)
 

@@ -15,6 +15,7 @@ from agentrun.kernel.state import (
     ResumableSession,
     RoleUsage,
     Stage,
+    TaskState,
     attempt_key,
 )
 
@@ -46,15 +47,17 @@ def session_ended(s: BuildState, p: ev.SessionEnded) -> Changes:
     # Plans and verdicts take effect when their session ends well; implement, verify and
     # finalize sessions complete through the runner's own event in the same batch.
     if isinstance(report, ev.PlanSubmitted):
-        changes.update(in_flight=None, plan=report.plan, feedback=())
-        if s.config.pipeline.plan_review:
+        changes.update(in_flight=None, plan=report.plan, feedback=(), graph=report.tasks)
+        if report.tasks_error:
+            changes.update(_graph_refused(s, session, report.tasks_error))
+        elif s.config.pipeline.plan_review:
             changes["stage"] = "plan-review"
         else:
-            changes.update(next_impl_round(s, (), first=True))
+            changes.update(_work_starts(s, report.tasks))
     elif isinstance(report, ev.PlanReviewVerdict):
         changes["in_flight"] = None
         if report.verdict == "approve":
-            changes.update(next_impl_round(s, (), first=True))
+            changes.update(_work_starts(s, s.graph))
         else:
             changes.update(stage="plan", plan_round=s.plan_round + 1, feedback=report.findings)
     elif isinstance(report, ev.CodeReviewVerdict):
@@ -71,6 +74,37 @@ def session_ended(s: BuildState, p: ev.SessionEnded) -> Changes:
             in_flight=None, escalations=(*s.escalations, escalation(report)), asked=asked
         )
     return changes
+
+
+def _work_starts(s: BuildState, graph: tuple[ev.TaskSpec, ...]) -> Changes:
+    """The plan is approved: implement@1, or its task graph."""
+    if not graph:
+        return next_impl_round(s, (), first=True)
+    rounds = s.config.policy.max_review_rounds
+    return {"stage": "tasks", "tasks": tasks_of(graph, rounds), "feedback": ()}
+
+
+def _graph_refused(s: BuildState, session: OpenSession, why: str) -> Changes:
+    """A plan whose task graph does not hold goes back to its author with the reason: as
+    plan review's finding when plan review runs, else as a failed plan attempt."""
+    finding = f"The plan's `agentrun-tasks` graph was refused: {why}"
+    if s.config.pipeline.plan_review:
+        return {"stage": "plan", "plan_round": s.plan_round + 1, "feedback": (finding,)}
+    key = attempt_key(session.phase, session.round)
+    return {
+        "stage": "plan",
+        "attempts": {**s.attempts, key: s.attempts.get(key, 0) + 1},
+        "last_error": {**s.last_error, key: finding},
+        "feedback": (*s.feedback, finding),
+    }
+
+
+def tasks_of(graph: tuple[ev.TaskSpec, ...], rounds: int) -> dict[str, TaskState]:
+    """The tasks of an approved plan's graph, none started yet."""
+    return {
+        t.id: TaskState(id=t.id, goal=t.goal, deps=t.deps, paths=t.paths, impl_round_limit=rounds)
+        for t in graph
+    }
 
 
 def checks_stage(config: Config) -> Stage:

@@ -14,7 +14,20 @@ from agentrun import events as ev
 from agentrun.config import Config
 
 Stage = Literal[
-    "plan", "plan-review", "implement", "code-review", "reconcile", "verify", "finalize", "done"
+    "plan",
+    "plan-review",
+    "tasks",
+    "implement",
+    "code-review",
+    "reconcile",
+    "verify",
+    "finalize",
+    "done",
+]
+# Where a task of the graph is: not started, its own phases, passed (its verify steps
+# passed: waiting for the integration queue), landed (on the build branch).
+TaskStage = Literal[
+    "waiting", "implement", "code-review", "reconcile", "verify", "passed", "landed"
 ]
 Status = Literal["running", "complete", "failed", "aborted"]
 Report = (
@@ -79,6 +92,7 @@ class InFlight(_Frozen):
 class Escalation(ev.Question):
     answer: str | None = None
     by: str | None = None
+    task: str | None = None  # the task it parks (None: the whole build)
 
     @property
     def is_open(self) -> bool:
@@ -99,6 +113,39 @@ class Proposal(_Frozen):
     ready: bool = False
     closed: bool = False
     merged: bool = False
+
+
+class TaskState(_Frozen):
+    """One task of the plan's graph: its spec and the part of a build's state it has of
+    its own (the fields named as in BuildState, which a task's view takes from here)."""
+
+    id: str
+    goal: str
+    deps: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+    stage: TaskStage = "waiting"
+    base_sha: str = ""  # the build head the task started from (or last reconciled onto)
+    head: str = ""
+    impl_round: int = 1
+    impl_round_limit: int = 0
+    implemented: bool = False
+    feedback: tuple[str, ...] = ()
+    changed_paths: tuple[str, ...] = ()
+    session: OpenSession | None = None
+    in_flight: InFlight | None = None
+    attempts: dict[str, int] = {}
+    interruptions: dict[str, int] = {}
+    asked: dict[str, int] = {}
+    blocked: dict[str, str] = {}
+    last_error: dict[str, str] = {}
+    setup_failures: int = 0
+    setup_permanent: bool = False
+    verify_results: dict[str, StepResult] = {}
+    resumable: dict[str, ResumableSession] = {}
+    runner: str | None = None
+    reconcile_base: str | None = None
+    usage: ev.Usage = ev.Usage()  # what the task's own sessions spent (the build's has it too)
+    sessions: int = 0
 
 
 class BuildState(_Frozen):
@@ -166,10 +213,24 @@ class BuildState(_Frozen):
     reconcile_base: str | None = None  # the moved base a reconcile phase merges
     forge_comment: int = 0  # the last forge comment id processed (forge.cursor)
     forge_review: int = 0  # the last forge review id processed
+    graph: tuple[ev.TaskSpec, ...] = ()  # the submitted plan's task graph, until it runs
+    tasks: dict[str, TaskState] = {}  # the task graph being run, in the plan's order
+    task: str | None = None  # set only in a task's view (kernel.tasks.view)
+    reserved_tokens: int = 0  # a task's view: what other tasks' running sessions may spend
+    reserved_usd: float = 0.0
 
     @property
     def open_escalations(self) -> tuple[Escalation, ...]:
         return tuple(e for e in self.escalations if e.is_open)
+
+    @property
+    def parks(self) -> bool:
+        """An open question stops this state's work: the build's own questions (and a
+        budget question, raised by any task) stop everything; a task's, only that task."""
+        return any(
+            e.task is None or e.task == self.task or e.cause == "budget"
+            for e in self.open_escalations
+        )
 
     @property
     def issue_number(self) -> int | None:
@@ -188,8 +249,13 @@ class BuildState(_Frozen):
             return self.status
         if self.paused:
             return "paused"
-        if self.open_escalations:
+        if self.parks:
             return "parked"
+        if self.stage == "tasks" and self.tasks:
+            pending = [t for t in self.tasks.values() if t.stage not in ("passed", "landed")]
+            asked = {e.task for e in self.open_escalations}
+            if pending and all(t.id in asked for t in pending):
+                return "parked"
         return "running"
 
     @property

@@ -12,8 +12,11 @@ from dataclasses import dataclass
 
 from agentrun import events as ev
 from agentrun.errors import VerbError
+from agentrun.kernel import tasks
 from agentrun.kernel.decide import next_escalation_id
 from agentrun.kernel.draft import Draft
+from agentrun.kernel.graph import GraphError
+from agentrun.kernel.graph import parse as parse_graph
 from agentrun.kernel.state import BuildState
 
 PHASE_VERBS: dict[str, tuple[str, ...]] = {
@@ -35,6 +38,7 @@ class AgentEnv:
     phase: str
     round: int
     session: str
+    task: str | None = None  # AGENTRUN_TASK: the task of the build's graph it works on
 
     @property
     def family(self) -> str:
@@ -50,7 +54,19 @@ class VerbReport:
     findings: tuple[str, ...] = ()
 
 
+def scoped(state: BuildState, env: AgentEnv) -> BuildState:
+    """The state the agent works in: its task's view, or the build's."""
+    if env.task is None:
+        return state
+    if env.task not in state.tasks:
+        raise VerbError(
+            f"build {env.build} has no task {env.task!r} (AGENTRUN_TASK); nothing recorded"
+        )
+    return tasks.view(state, env.task)
+
+
 def check_fits(state: BuildState, env: AgentEnv, verb: str) -> None:
+    state = scoped(state, env)
     allowed = PHASE_VERBS.get(env.family, ())
     if verb not in allowed:
         raise VerbError(
@@ -81,6 +97,7 @@ def verb_draft(
     ``scrub`` cleans the plan's summary before it is cut short (the store scrubs the
     whole event, but a secret cut in half would no longer be recognised).
     """
+    state = scoped(state, env)
     role = state.session.role if state.session else env.family
     actor = ev.AgentActor(role=role, session=env.session)
     verb = rep.verb
@@ -89,8 +106,19 @@ def verb_draft(
             raise VerbError("the plan is empty: write the plan to a file and pass its path")
         name = f"plan-r{env.round}.md"
         first = scrub(rep.text.strip().splitlines()[0])[:100]
-        payload: object = ev.PlanSubmitted(session=env.session, plan=name, summary_text=first)
-        return Draft(payload, actor, {name: rep.text.encode()}), f"plan submitted ({name})"
+        try:
+            graph, refused = parse_graph(rep.text), ""
+        except GraphError as exc:
+            graph, refused = (), str(exc)
+        payload: object = ev.PlanSubmitted(
+            session=env.session, plan=name, summary_text=first, tasks=graph, tasks_error=refused
+        )
+        said = f"plan submitted ({name})"
+        if graph:
+            said += f" with a graph of {len(graph)} task(s)"
+        if refused:
+            said += f"; its task graph is refused and the plan goes back to you: {refused}"
+        return Draft(payload, actor, {name: rep.text.encode()}, env.task), said
     if verb in ("approve", "revise"):
         if verb == "revise" and not rep.findings:
             raise VerbError("`revise` needs at least one --finding saying what to change")
@@ -101,18 +129,17 @@ def verb_draft(
             verdict="approve" if verb == "approve" else "revise",
             findings=rep.findings,
         )
-        return Draft(payload, actor), f"verdict recorded: {verb}"
+        return Draft(payload, actor, task=env.task), f"verdict recorded: {verb}"
     if verb == "done":
-        return Draft(
-            ev.AgentDone(session=env.session, summary_text=rep.text), actor
-        ), "done recorded"
+        done = ev.AgentDone(session=env.session, summary_text=rep.text)
+        return Draft(done, actor, task=env.task), "done recorded"
     if verb in ("pass", "fail"):
         if verb == "fail" and not rep.text.strip():
             raise VerbError("`fail` needs --reason saying what is wrong")
         payload = ev.VerifyVerdict(
             session=env.session, verdict="pass" if verb == "pass" else "fail", reason=rep.text
         )
-        return Draft(payload, actor), f"verify verdict recorded: {verb}"
+        return Draft(payload, actor, task=env.task), f"verify verdict recorded: {verb}"
     if not rep.text.strip():
         raise VerbError("`escalate` needs the question to ask")
     esc_id = next_escalation_id(state)
@@ -126,5 +153,5 @@ def verb_draft(
         session=env.session,
     )
     return Draft(
-        payload, actor
+        payload, actor, task=env.task
     ), f"escalation {esc_id} raised; the build parks until it is answered"
