@@ -8,7 +8,7 @@ import pygit2
 
 from agentrun.agent.verbs import ReadOnlyCache
 from agentrun.kernel.state import BuildState
-from agentrun.kernel.verbs import PHASE_VERBS, AgentEnv
+from agentrun.kernel.verbs import PHASE_VERBS, AgentEnv, scoped
 from agentrun.store.cache import load_state
 from agentrun.store.log import EventLog
 
@@ -29,6 +29,7 @@ def write_context(repo: pygit2.Repository, env: AgentEnv, worktree: Path) -> Pat
     log = EventLog(repo)
     # An agent's verb: it reads the log and writes only its own scratch folder.
     tip, state = load_state(log, ReadOnlyCache(repo), env.build)
+    state = scoped(state, env)
     plan = log.text(tip, state.plan)
     path = ensure_scratch(worktree) / "context.md"
     path.write_text(render_context(state, env, plan), encoding="utf-8")

@@ -63,7 +63,14 @@ def drain(repo: pygit2.Repository, workdir: Path, session: str) -> list[str]:
             continue  # another drainer took it
         try:
             data = json.loads(taken.read_text(encoding="utf-8"))
-            env = AgentEnv(str(data["build"]), str(data["phase"]), int(data["round"]), session)
+            task = data.get("task")
+            env = AgentEnv(
+                str(data["build"]),
+                str(data["phase"]),
+                int(data["round"]),
+                session,
+                str(task) if task is not None else None,
+            )
             rep = VerbReport(
                 verb=str(data["verb"]),
                 text=str(data.get("text", "")),

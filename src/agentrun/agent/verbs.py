@@ -48,7 +48,7 @@ def agent_env(environ: Mapping[str, str]) -> AgentEnv:
     phase, _, round_text = phase_at.rpartition("@")
     if not phase or not round_text.isdigit():
         raise VerbError(f"AGENTRUN_PHASE={phase_at!r} is not of the form <phase>@<round>")
-    return AgentEnv(build, phase, int(round_text), session)
+    return AgentEnv(build, phase, int(round_text), session, environ.get("AGENTRUN_TASK") or None)
 
 
 class ReadOnlyCache(StateCache):
@@ -85,7 +85,7 @@ def submit(env: AgentEnv, rep: VerbReport, cwd: Path, environ: Mapping[str, str]
     _, said = verb_draft(state, env, rep, secrets.scrub)
     workdir = worktree_of(cwd)
     check_not_queued(workdir, env)
-    request = {"build": env.build, "phase": env.phase, "round": env.round}
+    request = {"build": env.build, "phase": env.phase, "round": env.round, "task": env.task}
     request |= {"session": env.session, **asdict(rep), "findings": list(rep.findings)}
     path = queue(workdir, request)
     return (

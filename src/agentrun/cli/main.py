@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from agentrun import __version__
-from agentrun.cli import builds, maintenance, steering
+from agentrun.cli import builds, maintenance, steering, tasks
 from agentrun.cli.action import action
 from agentrun.cli.agent import agent
 from agentrun.cli.help import COMPLETE_VAR, completion, help_command
@@ -103,6 +103,7 @@ for command in (
     *builds.COMMANDS,
     *steering.COMMANDS,
     *maintenance.COMMANDS,
+    *tasks.COMMANDS,
     action,
     pulls,
     agent,

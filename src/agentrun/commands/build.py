@@ -242,6 +242,26 @@ def run_build(
     return Runner(repo, slug, observer, remote=remote, stop_at=stop_at).run()
 
 
+def run_task(
+    repo: pygit2.Repository,
+    slug: str,
+    task: str,
+    observer: Observer | None = None,
+    remote: str | None = None,
+    stop_at: float | None = None,
+) -> Outcome:
+    """Run one task of ``slug``'s graph under the task's lease; with ``remote``, the log is
+    first brought up to the remote's, and the task's events and branch are pushed there."""
+    from agentrun.runner.remote import configured_remote
+    from agentrun.store.sync import pull
+
+    remote = remote if remote is not None else configured_remote(repo, slug)
+    if remote:
+        pull(repo, remote, slug)
+    runner = Runner(repo, slug, observer, remote=remote or "", stop_at=stop_at, task=task)
+    return runner.run()
+
+
 def resume_build(
     repo: pygit2.Repository,
     slug: str,

@@ -14,15 +14,22 @@ top of them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Protocol
 
 import pygit2
 
-from agentrun.errors import AgentrunError, ConcurrentUpdateError, InvalidEventError
+from agentrun.errors import (
+    AgentrunError,
+    ConcurrentUpdateError,
+    InvalidEventError,
+    UnknownBuildError,
+)
 from agentrun.events import Event, KernelActor
 from agentrun.kernel.draft import Draft
 from agentrun.kernel.evolve import evolve
 from agentrun.kernel.state import BuildState
+from agentrun.kernel.tasks import view
 from agentrun.store.append import append_decided
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.log import EventLog, Stored, Tip, build_ref
@@ -80,17 +87,38 @@ class Silent:
 
 
 class BuildHandle:
+    """The build as one runner holds it: the whole build's, or one task's (``task``).
+
+    A task's handle shows the task's view of the build (``state``; the whole build is
+    ``full``), and what it appends belongs to the task. Each runner checks the events of
+    its own part: the task runners beside it write their tasks' events, and the build's
+    runner writes the queue's.
+    """
+
     def __init__(
-        self, repo: pygit2.Repository, slug: str, observer: Observer, writer: str | None = None
+        self,
+        repo: pygit2.Repository,
+        slug: str,
+        observer: Observer,
+        writer: str | None = None,
+        task: str | None = None,
     ) -> None:
         self.repo = repo
         self.slug = slug
         self.observer = observer
+        self.task = task
         self.log = EventLog(repo, writer)
         self.cache = StateCache(repo)
-        self.tip, self.state = load_state(self.log, self.cache, slug)
+        self.tip, self.full = load_state(self.log, self.cache, slug)
+        if task is not None and task not in self.full.tasks:
+            raise UnknownBuildError(f"build {slug} has no task {task!r}{_listed(self.full)}")
         self.written: set[str] = set()  # commit ids of the events this handle appended
         self._had_branch = self._branch_ref() in repo.references
+
+    @property
+    def state(self) -> BuildState:
+        """The state this runner works in: its task's view, or the whole build."""
+        return self.full if self.task is None else view(self.full, self.task)
 
     def refresh(self) -> BuildState:
         """Take in what others appended, after checking that nobody rewrote the log."""
@@ -107,20 +135,20 @@ class BuildHandle:
             )
         fresh = list(self.log.walk(tip, stop=self.tip))
         for stored in fresh:
-            if stored.oid not in self.written and not _from_others(stored.event):
+            if stored.oid not in self.written and not self._from_others(stored.event):
                 raise self._tampered(
                     f"a {stored.event.type} event (commit {stored.oid[:10]}) appeared in its "
                     "log that this runner did not write"
                 )
         for stored in fresh:
-            self.state = evolve(self.state, stored.event)
-            self.observer.event(stored, self.state)
+            self.full = evolve(self.full, stored.event)
+            self.observer.event(stored, self.full)
         self.tip = tip
-        self.cache.put(self.slug, tip, self.state)
+        self.cache.put(self.slug, tip, self.full)
         return self.state
 
     def _branch_ref(self) -> str:
-        return f"refs/heads/{self.state.branch}"
+        return f"refs/heads/{self.full.branch}"
 
     def _check_branch(self) -> None:
         if not self._had_branch:
@@ -141,9 +169,11 @@ class BuildHandle:
         A *fact* (what the runner did) is re-appended on the new tip when the log moved;
         anything else raises ``ConcurrentUpdateError`` so the caller re-decides.
         """
+        if self.task is not None:
+            drafts = [d if d.task else replace(d, task=self.task) for d in drafts]
         if not fact:
             try:
-                tip, stored = self.log.append(self.slug, drafts, Tip(self.tip, self.state.seq))
+                tip, stored = self.log.append(self.slug, drafts, Tip(self.tip, self.full.seq))
             except ConcurrentUpdateError:
                 self.refresh()
                 raise
@@ -155,7 +185,7 @@ class BuildHandle:
             if lost:  # the first try is on the tip this runner holds; later ones re-read
                 self.refresh()
             lost = True
-            return Tip(self.tip, self.state.seq), self.state
+            return Tip(self.tip, self.full.seq), self.full
 
         done = append_decided(
             self.log, self.slug, lambda state: drafts, read=read, what=f"the log of {self.slug}"
@@ -167,11 +197,21 @@ class BuildHandle:
     def _took(self, tip: Tip, stored: list[Stored]) -> BuildState:
         for item in stored:
             self.written.add(item.oid)
-            self.state = evolve(self.state, item.event)
-            self.observer.event(item, self.state)
+            self.full = evolve(self.full, item.event)
+            self.observer.event(item, self.full)
         self.tip = tip.oid
-        self.cache.put(self.slug, self.tip, self.state)
+        self.cache.put(self.slug, self.tip, self.full)
         return self.state
+
+    def _from_others(self, event: Event) -> bool:
+        """An event someone besides this runner may append: agents' verbs and people's
+        requests, and whatever belongs to another part of the build (the task runners'
+        events for the build's runner; the build runner's and other tasks' for a task's)."""
+        return event.task != self.task or _from_others(event)
+
+
+def _listed(state: BuildState) -> str:
+    return f" (its tasks: {', '.join(state.tasks)})" if state.tasks else " (it has no task graph)"
 
 
 def _from_others(event: Event) -> bool:

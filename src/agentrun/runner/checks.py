@@ -72,6 +72,7 @@ def run_in_worktree(
         git_dir=common_dir(build.repo),
         secret=state.config.secrets.env,
         pass_env=pass_env,
+        task=state.task,
     )
     sandbox = isolation.for_worktree(build.repo, state.config, state.slug, workspace.path)
     cancel = threading.Event()
@@ -90,7 +91,7 @@ def run_in_worktree(
         watcher.stop()
 
 
-def _report(command: str, done: procs.Finished, timeout: float) -> tuple[bytes, str]:
+def report_of(command: str, done: procs.Finished, timeout: float) -> tuple[bytes, str]:
     if done.timed_out:
         status = f"timed out after {timeout:g}s (process tree ended)"
     else:
@@ -110,7 +111,7 @@ def run_check(build: BuildHandle, workspace: Workspace, work: RunCheck) -> None:
     if done is None:
         return
     timeout = state.config.policy.check_timeout_seconds
-    report, status = _report(work.command, done, timeout)
+    report, status = report_of(work.command, done, timeout)
     outcome = "pass" if done.exit_code == 0 else "fail"
     mark = PhaseMark(state.slug, phase, work.round, None, f"{work.step} {outcome} ({status})")
     head = workspace.commit_empty(state.head, mark)
@@ -140,7 +141,7 @@ def run_finalize_step(build: BuildHandle, workspace: Workspace, work: RunFinaliz
     done = _run_step(build, workspace, phase, state.impl_round, work.attempt, work.command)
     if done is None:
         return
-    report, status = _report(work.command, done, state.config.policy.check_timeout_seconds)
+    report, status = report_of(work.command, done, state.config.policy.check_timeout_seconds)
     head = None
     note = f"`{work.command}` {status}"
     if done.exit_code == 0:

@@ -83,6 +83,7 @@ def session_env(
     kind: str | None = None,
     pass_env: Iterable[str] = (),
     environ: Mapping[str, str] | None = None,
+    task: str | None = None,
 ) -> dict[str, str]:
     """The allow-listed environment, the agent variables, and ``git-agentrun`` on PATH.
 
@@ -106,6 +107,8 @@ def session_env(
     entries = [str(entry_point(git_dir)), *env.get("PATH", "").split(os.pathsep)]
     env["PATH"] = os.pathsep.join(dict.fromkeys(e for e in entries if e))
     env.update(AGENTRUN_BUILD=build, AGENTRUN_PHASE=f"{phase}@{round_}", AGENTRUN_SESSION=session)
+    if task is not None:
+        env["AGENTRUN_TASK"] = task
     env["AGENTRUN_GIT_DIR"] = str(git_dir)
     return env
 

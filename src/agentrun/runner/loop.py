@@ -29,17 +29,21 @@ from agentrun.kernel import runner as kernel_runner
 from agentrun.kernel.decide import (
     Acknowledge,
     Decision,
+    Integrate,
     Publish,
     Recorded,
     RunAgentVerify,
     RunCheck,
     RunFinalizeStep,
     RunPhase,
+    RunTasks,
     Wait,
     decide,
+    decide_task,
 )
 from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import BuildState
+from agentrun.kernel.tasks import branch_of
 from agentrun.runner import setup
 from agentrun.runner.basecheck import base_moved
 from agentrun.runner.build import BuildHandle, LogTamperedError, Observer, Silent
@@ -48,8 +52,9 @@ from agentrun.runner.deadline import TIME_LIMIT, Deadline
 from agentrun.runner.publish import Publisher
 from agentrun.runner.remote import RemoteRun, configured_remote
 from agentrun.runner.sessions import SessionRunner
+from agentrun.runner.tasks import TaskPool, integrate
 from agentrun.runner.workspace import Workspace
-from agentrun.store.lease import Heartbeat, Lease, acquire, lease_ttl
+from agentrun.store.lease import Heartbeat, Lease, acquire, lease_ttl, task_key
 
 
 @dataclass(frozen=True)
@@ -68,27 +73,39 @@ class Runner:
         observer: Observer | None = None,
         remote: str | None = None,
         stop_at: float | None = None,
+        task: str | None = None,
+        fan_out: bool = False,
     ) -> None:
         """``remote``: claim and sync the build there (default: ``[sync] remote``).
         ``stop_at``: a ``time.monotonic()`` deadline; reaching it ends the run as Ctrl-C
-        would, and ``run`` returns an Outcome waiting on ``"time-limit"``."""
+        would, and ``run`` returns an Outcome waiting on ``"time-limit"``.
+        ``task``: run only that task of the build's graph, under the task's own lease.
+        ``fan_out``: stop where tasks are ready to run (waiting on ``"tasks"``), for CI
+        jobs to run them elsewhere, instead of running them here."""
         self.repo = repo
         self.slug = slug
+        self.task = task
+        self.fan_out = fan_out
         self.instance = f"r-{uuid.uuid4().hex[:8]}"
         self.observer = observer or Silent()
         self.remote = remote if remote is not None else configured_remote(repo, slug)
         self.stop_at = stop_at
         self._remote: RemoteRun | None = None
         self._deadline = Deadline(None)
+        self._pool = TaskPool(repo, slug, self.remote)
+        self.ready: tuple[str, ...] = ()  # with fan_out: the tasks left for other jobs
 
     def run(self, acknowledge_only: bool = False) -> Outcome:
         """Execute decisions until ``wait``; with ``acknowledge_only``, only controls."""
         ttl = lease_ttl()
         beat_every = ttl / 4
-        lease = acquire(self.repo, self.slug, holder=self.instance, ttl=ttl)
+        key = self.slug if self.task is None else task_key(self.slug, self.task)
+        lease = acquire(self.repo, key, holder=self.instance, ttl=ttl)
         try:
             if self.remote:
-                self._remote = RemoteRun(self.repo, self.remote, self.slug, self.instance, ttl)
+                self._remote = RemoteRun(
+                    self.repo, self.remote, self.slug, self.instance, ttl, lease_key=key
+                )
                 self._remote.claim(beat_every)
             dead = lease.taken_from
             if dead is not None and dead.agent_pgid and dead.holder_dead_here():
@@ -104,7 +121,12 @@ class Runner:
         """The loop, then a last push and the remote lease's release, however it ended."""
         remote = self._remote
         try:
-            outcome = self._loop(lease, beat, acknowledge_only)
+            try:
+                outcome = self._loop(lease, beat, acknowledge_only)
+            except BaseException:
+                self._pool.interrupt()  # the task processes record where they were cut
+                self._pool.wait()
+                raise
         except LogTamperedError:
             # What is in the log now is not ours to publish: release, push nothing.
             if remote is not None:
@@ -130,16 +152,30 @@ class Runner:
                 self._remote.close()
 
     def _stopped(self) -> Outcome:
-        build = BuildHandle(self.repo, self.slug, self.observer, writer=self.instance)
-        return Outcome(build.state, TIME_LIMIT)
+        return Outcome(self._handle().state, TIME_LIMIT)
+
+    def _handle(self) -> BuildHandle:
+        return BuildHandle(
+            self.repo, self.slug, self.observer, writer=self.instance, task=self.task
+        )
+
+    def _decide(self, build: BuildHandle) -> Decision:
+        if self.task is None:
+            return decide(build.full)
+        return decide_task(build.full, self.task)
 
     def _loop(self, lease: Lease, beat: Heartbeat, acknowledge_only: bool) -> Outcome:
-        build = BuildHandle(self.repo, self.slug, self.observer, writer=self.instance)
+        build = self._handle()
         state = build.state
         secrets.remember_config(state.config, os.environ)
         isolation.start(state.config)  # the level CI asks for is possible, or stop here
-        workspace = Workspace(self.repo, self.slug, state.branch)
-        publisher = Publisher(self.repo, build, self.stop_at)
+        if self.task is None:
+            workspace = Workspace(self.repo, self.slug, state.branch)
+        else:
+            branch = branch_of(state.branch, self.task)
+            workspace = Workspace(self.repo, self.slug, branch, name=branch.rpartition("/")[2])
+        # Only the build's runner speaks on the forge; a task's shows through it.
+        publisher = Publisher(self.repo, build, self.stop_at, quiet=self.task is not None)
         sessions = SessionRunner(
             self.repo,
             build,
@@ -154,10 +190,14 @@ class Runner:
         while True:
             beat.check()
             state = build.refresh()
-            decision = decide(state)
+            decision = self._decide(build)
             if isinstance(decision, Wait):
                 publisher.sync_status()
                 return Outcome(state, decision.reason)
+            if isinstance(decision, RunTasks) and self.fan_out:
+                self.ready = decision.ready
+                publisher.sync_status()
+                return Outcome(state, "tasks")
             if acknowledge_only and not isinstance(decision, Acknowledge):
                 return Outcome(state, "not-acknowledged")
             if self._deadline.reached:
@@ -186,6 +226,8 @@ class Runner:
         publisher: Publisher,
     ) -> None:
         if isinstance(decision, Recorded):
+            if isinstance(decision, Acknowledge):
+                self._pool.wait()  # the task processes stop at their next boundary first
             made = kernel_runner.made(build.state, decision, self.instance)
             # An acknowledgement is a fact; the rest were decided from this very state.
             build.append(made, fact=isinstance(decision, Acknowledge))
@@ -212,6 +254,12 @@ class Runner:
                 publisher.publish(decision.operation)
             except ForgeError as exc:
                 build.append([kernel_runner.setup_failed(f"forge: {exc}")])
+        elif isinstance(decision, RunTasks):
+            self._pool.run(decision, self.stop_at)
+        elif isinstance(decision, Integrate):
+            self._with_workspace(
+                build, workspace, decision, lambda: integrate(build, workspace, decision)
+            )
         elif isinstance(decision, Wait):
             pass  # ``_loop`` returns on a wait before it executes anything
         else:
@@ -233,7 +281,7 @@ class Runner:
         self,
         build: BuildHandle,
         workspace: Workspace,
-        decision: RunPhase | RunAgentVerify | RunCheck | RunFinalizeStep,
+        decision: RunPhase | RunAgentVerify | RunCheck | RunFinalizeStep | Integrate,
         work: Callable[[], None],
     ) -> None:
         try:
@@ -291,7 +339,11 @@ def _short(target: str | None) -> str:
     return target.removeprefix("refs/heads/") if target.startswith("refs/") else target[:10]
 
 
-def _phase_of(decision: RunPhase | RunAgentVerify | RunCheck | RunFinalizeStep) -> str:
+def _phase_of(
+    decision: RunPhase | RunAgentVerify | RunCheck | RunFinalizeStep | Integrate,
+) -> str:
+    if isinstance(decision, Integrate):
+        return f"integrate:{decision.task}"
     if isinstance(decision, RunPhase):
         return f"{decision.phase}@{decision.round}"
     if isinstance(decision, RunFinalizeStep):

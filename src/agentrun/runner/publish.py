@@ -61,11 +61,17 @@ def _run_url() -> str | None:
 
 class Publisher:
     def __init__(
-        self, repo: pygit2.Repository, build: BuildHandle, stop_at: float | None = None
+        self,
+        repo: pygit2.Repository,
+        build: BuildHandle,
+        stop_at: float | None = None,
+        quiet: bool = False,
     ) -> None:
+        """``quiet``: never mirror the state (a task's runner: the build's does it)."""
         self.repo = repo
         self.build = build
         self.stop_at = stop_at  # the forge's retries end before it
+        self.quiet = quiet
         self._forge: Forge | None = None
         self._synced_seq = -1
         self._sent: dict[tuple[str, int], str] = {}  # (what, number) -> the text last sent
@@ -112,7 +118,7 @@ class Publisher:
     def sync_status(self) -> None:
         """Mirror the state onto the forge, when it changed since the last sync."""
         state = self.build.state
-        if state.seq == self._synced_seq:
+        if self.quiet or state.seq == self._synced_seq:
             return
         proposal = state.proposal if state.proposal and not state.proposal.closed else None
         if proposal is None and forge_kind(self.repo, state.config.forge.kind) == "local":

@@ -23,7 +23,7 @@ from agentrun.config import load_config
 from agentrun.errors import AgentrunError, LeaseLostError
 from agentrun.runner.build import BuildHandle
 from agentrun.store.cache import StateCache, load_state
-from agentrun.store.lease import lease_ref, renewal
+from agentrun.store.lease import lease_ref, renewal, tracked
 from agentrun.store.log import EventLog, build_ref
 from agentrun.store.remote_lease import RemoteLease, claim_remote
 from agentrun.store.sync import build_updates
@@ -56,9 +56,18 @@ class RemoteRun:
     """The remote side of one runner: claim, push at each phase boundary, close."""
 
     def __init__(
-        self, repo: pygit2.Repository, name: str, slug: str, holder: str, ttl: float
+        self,
+        repo: pygit2.Repository,
+        name: str,
+        slug: str,
+        holder: str,
+        ttl: float,
+        lease_key: str | None = None,
     ) -> None:
+        """``lease_key``: the lease to hold (a task's, ``store.lease.task_key``); by default
+        the build's own."""
         self.repo, self.name, self.slug, self.holder, self.ttl = repo, name, slug, holder, ttl
+        self.key = lease_key or slug
         self.remote = Remote(repo, name)
         self.lease: RemoteLease | None = None
         self.lost: LeaseLostError | None = None
@@ -71,10 +80,10 @@ class RemoteRun:
 
     def claim(self, heartbeat_seconds: float) -> None:
         """Claim the build on the remote, then bring the local log up to the remote's."""
-        self.lease = claim_remote(self.repo, self.name, self.slug, self.holder, self.ttl)
+        self.lease = claim_remote(self.repo, self.name, self.key, self.holder, self.ttl)
         try:
             self.remote.fetch()
-            if self.remote.seen(f"leases/{self.slug}") != self.lease.oid:
+            if self.remote.seen(tracked(self.key)) != self.lease.oid:
                 raise self._lost("right after it was claimed")
             build_updates(self.remote, self.slug)
         except BaseException:
@@ -105,18 +114,18 @@ class RemoteRun:
                 pulled = pulled or bool(found.pulled or found.reparented)
                 if found.reparented and build is not None:
                     # Our events were re-created on top of the remote's: read the log afresh.
-                    build.tip, build.state = load_state(build.log, build.cache, self.slug)
+                    build.tip, build.full = load_state(build.log, build.cache, self.slug)
                 oid, info = renewal(self.repo, lease.info, self.ttl)
-                done = self.remote.push([*updates, RefUpdate(lease_ref(self.slug), oid, lease.oid)])
+                done = self.remote.push([*updates, RefUpdate(lease_ref(self.key), oid, lease.oid)])
                 if done is not None and done.returncode == 0:
                     self.remote.record(updates)
                     lease.oid, lease.info = oid, info
-                    self.remote.record([RefUpdate(lease_ref(self.slug), oid, None)])
+                    self.remote.record([RefUpdate(lease_ref(self.key), oid, None)])
                     return Pushed(found.pushed, pulled)
                 why = last_line(done.stderr if done else "") or "no answer"
                 # Someone moved a ref since we last saw it: look again before anything else.
                 self.remote.fetch()
-                if self.remote.seen(f"leases/{self.slug}") != lease.oid:
+                if self.remote.seen(tracked(self.key)) != lease.oid:
                     raise self._lost("at a phase boundary")
             raise SyncError(
                 f"{self.name} kept refusing the push of build {self.slug} ({why}); its events "
@@ -137,7 +146,7 @@ class RemoteRun:
         finally:
             with self._lock:
                 if self.lost is None and lease.release():
-                    self.remote.record([RefUpdate(lease_ref(self.slug), "", None)])
+                    self.remote.record([RefUpdate(lease_ref(self.key), "", None)])
 
     # --- the lease ---------------------------------------------------------------------
 
@@ -188,7 +197,7 @@ class RemoteRun:
             with self._lock:
                 lease = self._held()
                 oid, info = renewal(remote.repo, lease.info, self.ttl)
-                ref = lease_ref(self.slug)
+                ref = lease_ref(self.key)
                 done = remote.push([RefUpdate(ref, oid, lease.oid)])
                 if done is not None and done.returncode == 0:
                     lease.oid, lease.info = oid, info

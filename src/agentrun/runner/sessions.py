@@ -30,6 +30,7 @@ from agentrun.prices import price_of, with_cost
 from agentrun.runner.build import BuildHandle, Observer
 from agentrun.runner.environment import session_env
 from agentrun.runner.prompts import render_prompt
+from agentrun.runner.slots import session_slot
 from agentrun.runner.watch import AbortWatcher
 from agentrun.runner.workspace import PhaseMark, Workspace
 from agentrun.runtimes.base import (
@@ -93,6 +94,10 @@ class SessionRunner:
         if not names:
             self.build.append(record.no_runtime(job), fact=False)
             return
+        with session_slot(self.repo, state.slug, state.config.policy, self.beat.check):
+            self._run(job, work, names)
+
+    def _run(self, job: SessionJob, work: AgentWork, names: tuple[str, ...]) -> None:
         if isinstance(work, RunPhase) and work.merge:
             merged = self._merge(job, work.merge)
             if merged is None:
@@ -162,6 +167,7 @@ class SessionRunner:
                 keep=(key_variable(config),),
                 kind=config.kind,
                 pass_env=config.pass_env,
+                task=state.task,
             ),
             budget_seconds=session_budget(state),
             repo_root=Path(self.repo.workdir or self.workspace.path),
@@ -171,6 +177,7 @@ class SessionRunner:
                 self.repo, state.config, state.slug, self.workspace.path
             ),
             git_dir=common_dir(self.repo),
+            task=state.task,
         )
         control = SessionControl(on_activity=self.observer.activity, on_process=self._record_agent)
         watcher = AbortWatcher(self.repo, state.slug, control.cancel, self.remote_abort)

@@ -65,13 +65,17 @@ class PhaseMark:
 
 
 class Workspace:
-    def __init__(self, repo: pygit2.Repository, slug: str, branch: str) -> None:
+    def __init__(
+        self, repo: pygit2.Repository, slug: str, branch: str, name: str | None = None
+    ) -> None:
+        """``name``: the worktree's own name, when it is not the build's (a task's)."""
         self.repo = repo
         self.slug = slug
+        self.name = name or slug
         self.branch = branch
         self.branch_ref = f"refs/heads/{branch}"
-        self.path = worktrees_dir(repo) / slug
-        self.gitdir = gitdir.path_of(repo, slug)
+        self.path = worktrees_dir(repo) / self.name
+        self.gitdir = gitdir.path_of(repo, self.name)
 
     def prepare(self, head: str) -> Path:
         """Reset the branch and worktree to ``head``, discarding what a dead session left.
@@ -85,7 +89,7 @@ class Workspace:
             self.repo.references.create(self.branch_ref, pygit2.Oid(hex=head), force=True)
             if not self.path.is_dir():
                 self._add_worktree()
-            elif (common_dir(self.repo) / "worktrees" / self.slug).exists():
+            elif (common_dir(self.repo) / "worktrees" / self.name).exists():
                 self._forget_registration()
             gitdir.reset(self.repo, self.gitdir, self.path, self.branch_ref, head)
             self._git("reset", "-q", "--hard", head)
@@ -115,8 +119,8 @@ class Workspace:
         for commit in walker:
             if any(f.line is not None for f in check_commit(self.repo, commit, rules)):
                 return
-        name = f"{DISCARDED}{self.slug}"
-        self.repo.references.create(name, current.target, force=True)
+        kept = f"{DISCARDED}{self.name}"
+        self.repo.references.create(kept, current.target, force=True)
 
     def _add_worktree(self) -> None:
         # Whatever stands at the path goes: a folder, a file, a symlink (the worktree is
@@ -131,7 +135,7 @@ class Workspace:
     def _forget_registration(self) -> None:
         """A worktree of an earlier release was registered with `git worktree add`."""
         with contextlib.suppress(KeyError, pygit2.GitError):
-            self.repo.lookup_worktree(self.slug).prune(True)
+            self.repo.lookup_worktree(self.name).prune(True)
 
     def _git(self, *args: str) -> str:
         return gitcli.run(args, cwd=self.path, check=True).stdout

@@ -50,7 +50,7 @@ from agentrun import procs
 from agentrun.agent.verbs import report
 from agentrun.errors import AgentrunError, VerbError
 from agentrun.events import Usage
-from agentrun.kernel.verbs import AgentEnv, VerbReport
+from agentrun.kernel.verbs import VerbReport
 from agentrun.runtimes.agent_cli import (
     CliHandle,
     CliRuntime,
@@ -239,7 +239,7 @@ class AiderRuntime(CliRuntime):
                 error = "no-terminal: aider's last reply held no ```agentrun block"
                 handle.transcript.append(f"[agentrun] {error}\n")
                 return TurnResult(ok=False, usage=usage, error=error, cause="no-terminal")
-            env = AgentEnv(spec.build, spec.phase, spec.round, spec.session)
+            env = spec.agent_env()
             repo = pygit2.Repository(str(spec.log_repository()))
             said = report(repo, env, rep)
         except AgentrunError as exc:

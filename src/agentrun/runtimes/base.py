@@ -15,6 +15,7 @@ from agentrun import procs
 from agentrun.config import RuntimeConfig
 from agentrun.errors import RuntimeSetupError
 from agentrun.events import Usage
+from agentrun.kernel.verbs import AgentEnv
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,12 @@ class SessionSpec:
     sandbox: procs.Sandbox | None = None
     # The repository's git dir (the build logs): the worktree has a private one of its own.
     git_dir: Path | None = None
+    # The task of the build's graph the session works on (AGENTRUN_TASK); None: the build.
+    task: str | None = None
+
+    def agent_env(self) -> AgentEnv:
+        """Who the session's agent speaks as, for runtimes that report for it."""
+        return AgentEnv(self.build, self.phase, self.round, self.session, self.task)
 
     def log_repository(self) -> Path:
         """Where the build's log lives, for runtimes that append an agent's report."""

@@ -32,7 +32,7 @@ from agentrun.agent.verbs import report
 from agentrun.config import RuntimeConfig
 from agentrun.errors import AgentrunError, GuardError, RuntimeSetupError
 from agentrun.events import Usage
-from agentrun.kernel.verbs import AgentEnv, VerbReport
+from agentrun.kernel.verbs import VerbReport
 from agentrun.runtimes.base import (
     ABORTED,
     TIMEOUT,
@@ -65,6 +65,7 @@ class ScriptStep(BaseModel):
     phase: str
     round: int | None = None
     attempt: int | None = None
+    task: str | None = None  # only in this task of the build's graph
     write: dict[str, str] = Field(default_factory=dict)
     delete: tuple[str, ...] = ()
     run: str | None = None
@@ -83,6 +84,7 @@ class ScriptStep(BaseModel):
             self.phase == spec.phase
             and self.round in (None, spec.round)
             and self.attempt in (None, spec.attempt)
+            and self.task in (None, spec.task)
         )
 
 
@@ -165,7 +167,7 @@ class ScriptRuntime(TurnRuntime):
             verb = step.verb or DEFAULT_VERBS.get(spec.phase.split(":", 1)[0], "none")
             if verb != "none":
                 text = step.text or _default_text(verb, spec)
-                env = AgentEnv(spec.build, spec.phase, spec.round, spec.session)
+                env = spec.agent_env()
                 repo = pygit2.Repository(str(spec.log_repository()))
                 said = report(repo, env, VerbReport(verb, text, step.findings))
                 say(f"[script] {said}\n")

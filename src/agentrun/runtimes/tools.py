@@ -218,7 +218,7 @@ class Toolbox:
 
     def _agent_env(self) -> AgentEnv:
         spec = self.spec
-        return AgentEnv(spec.build, spec.phase, spec.round, spec.session)
+        return spec.agent_env()
 
     def _verb(self, verb: str, args: dict[str, Any]) -> ToolResult:
         text = _arg(args, VERB_TEXT[verb], required=verb != "done") if verb in VERB_TEXT else ""

@@ -17,12 +17,20 @@ import pygit2
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentrun import procs
-from agentrun.errors import ConcurrentUpdateError, ConfigError, LeaseHeldError, LeaseLostError
+from agentrun.errors import (
+    ConcurrentUpdateError,
+    ConfigError,
+    LeaseHeldError,
+    LeaseLostError,
+    UnknownBuildError,
+)
 from agentrun.gitrepo import commit_at, empty_tree, now_utc, signature
+from agentrun.kernel.graph import TASK_ID
 from agentrun.store.log import check_slug, delete_ref, move_ref
 from agentrun.store.transport import TRACKED
 
 LEASES = "refs/agentrun/leases/"
+TASK_LEASES = "refs/agentrun/task-leases/"
 TTL_SECONDS = 120.0
 HEARTBEAT_SECONDS = 30.0
 SKEW_SECONDS = 30.0
@@ -106,7 +114,7 @@ def held(
     if local is not None and (info := live_holder(local[1], now)) is not None:
         return Holder(info)
     for remote in repo.remotes.names() if remotes is None else remotes:
-        ref = repo.references.get(f"{TRACKED}{remote}/leases/{slug}")
+        ref = repo.references.get(f"{TRACKED}{remote}/{tracked(slug)}")
         if ref is not None:
             info = live_holder(lease_info(repo, str(ref.target)), now)
             if info is not None:
@@ -125,7 +133,7 @@ def claim_info(
     old = live_holder(seen, now)
     if old is not None:
         raise LeaseHeldError(
-            f"build {slug} is being run by {old.holder} on {old.host} (pid {old.pid}){where}; "
+            f"{named(slug)} is being run by {old.holder} on {old.host} (pid {old.pid}){where}; "
             f"its lease expires at {old.expires_at:%Y-%m-%d %H:%M:%S} UTC. Wait for it, or "
             "stop that runner."
         )
@@ -163,8 +171,31 @@ def lease_commit(repo: pygit2.Repository, info: LeaseInfo) -> str:
     return str(repo.create_commit(None, sig, sig, info.model_dump_json(), empty_tree(repo), []))
 
 
-def lease_ref(slug: str) -> str:
+def lease_ref(key: str) -> str:
+    """The lease of a build (``key`` is its slug) or of one of its tasks (``slug/task``:
+    ``refs/agentrun/task-leases/<slug>/<task>``, claimed by the job that runs the task)."""
+    slug, sep, task = key.partition("/")
+    if sep:
+        if not TASK_ID.match(task):
+            raise UnknownBuildError(f"{task!r} is not a task id")
+        return f"{TASK_LEASES}{check_slug(slug)}/{task}"
     return LEASES + check_slug(slug)
+
+
+def task_key(slug: str, task: str) -> str:
+    """The lease key of task ``task`` of build ``slug``."""
+    return f"{slug}/{task}"
+
+
+def named(key: str) -> str:
+    """What a lease key is, in words: ``build b`` or ``task t of build b``."""
+    slug, sep, task = key.partition("/")
+    return f"task {task} of build {slug}" if sep else f"build {slug}"
+
+
+def tracked(key: str) -> str:
+    """Where a fetch keeps a remote's lease ``key``, below the remote's tracking prefix."""
+    return lease_ref(key).removeprefix("refs/agentrun/")
 
 
 def read_lease(repo: pygit2.Repository, slug: str) -> tuple[str, LeaseInfo] | None:
@@ -236,7 +267,7 @@ def acquire(
     try:
         move_ref(repo, lease_ref(slug), oid, seen)
     except ConcurrentUpdateError:
-        raise LeaseHeldError(f"another runner claimed build {slug} at the same moment") from None
+        raise LeaseHeldError(f"another runner claimed {named(slug)} at the same moment") from None
     return Lease(repo, slug, oid, info, ttl, taken_from)
 
 

@@ -21,7 +21,9 @@ from agentrun.store.lease import (
     lease_commit,
     lease_info,
     lease_ref,
+    named,
     renewal,
+    tracked,
 )
 from agentrun.store.transport import RefUpdate, Remote, SyncError, last_line
 
@@ -74,10 +76,10 @@ def claim_remote(
     if done is None or done.returncode != 0:
         if where.ls(ref).get(ref) != seen:
             raise LeaseHeldError(
-                f"another machine claimed build {slug} on {remote} at the same moment"
+                f"another machine claimed {named(slug)} on {remote} at the same moment"
             )
         why = last_line(done.stderr if done else "") or "no answer"
-        raise SyncError(f"could not claim build {slug} on {remote} ({why})")
+        raise SyncError(f"could not claim {named(slug)} on {remote} ({why})")
     return RemoteLease(where, slug, oid, info, ttl)
 
 
@@ -87,7 +89,7 @@ def clear_stale_remote(where: Remote, slug: str, now: datetime | None = None) ->
     ``where`` was just fetched (``store.sync.pull``): the lease its fetch saw is judged,
     and deleted only if the remote still holds that one (compare-and-swap).
     """
-    seen = where.seen(f"leases/{slug}")
+    seen = where.seen(tracked(slug))
     if seen is None:
         return False
     if not is_stale(lease_info(where.repo, seen), now):
@@ -106,5 +108,6 @@ def remote_lease(where: Remote, slug: str) -> tuple[str, LeaseInfo] | None:
     seen = where.ls(ref).get(ref)
     if seen is None:
         return None
-    where.git("fetch", "--no-tags", "--quiet", where.name, f"+{ref}:{where.tracking}leases/{slug}")
+    kept = f"{where.tracking}{tracked(slug)}"
+    where.git("fetch", "--no-tags", "--quiet", where.name, f"+{ref}:{kept}")
     return seen, lease_info(where.repo, seen)
