@@ -21,7 +21,8 @@ def check_started(work: RunCheck) -> Draft:
 
 
 def report_name(work: RunCheck) -> str:
-    return f"verify-{work.step}-r{work.round}-a{work.attempt}.txt"
+    task = f"{work.task}-" if work.task else ""
+    return f"verify-{task}{work.step}-r{work.round}-a{work.attempt}.txt"
 
 
 def check_completed(

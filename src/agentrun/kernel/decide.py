@@ -48,6 +48,7 @@ class RunCheck:
     command: str
     round: int
     attempt: int
+    task: str | None = None  # the task whose worktree it checks (its report says so)
     kind: Literal["run-check"] = "run-check"
 
 
@@ -219,9 +220,10 @@ def decide_task(s: BuildState, task: str) -> Decision:
         return Wait("complete")
     if not tasks.deps_landed(s, t):
         return Wait("tasks")
+    seen = tasks.view(s, task)
     if t.stage == "waiting":
-        return StartTask(task=task, base_sha=s.head)
-    return decide(tasks.view(s, task))
+        return Wait("parked") if seen.parks else StartTask(task=task, base_sha=s.head)
+    return decide(seen)
 
 
 def _task_graph(s: BuildState) -> Decision:
@@ -316,7 +318,9 @@ def _verify_step(s: BuildState, step: VerifyStep) -> Decision:
         )
     attempt = _attempt(s, f"verify:{step.name}", s.impl_round)
     if step.command is not None:
-        return RunCheck(step=step.name, command=step.command, round=s.impl_round, attempt=attempt)
+        return RunCheck(
+            step=step.name, command=step.command, round=s.impl_round, attempt=attempt, task=s.task
+        )
     return RunAgentVerify(
         step=step.name,
         role=step.agent or "verify",

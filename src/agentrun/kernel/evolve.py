@@ -188,7 +188,8 @@ def _apply(s: BuildState, event: ev.Event) -> Changes:
                 return {}
             return {"proposal": s.proposal.model_copy(update={"closed": True, "merged": p.merged})}
         case ev.ObservationRecorded():
-            return {"observations": (*s.observations, f"{p.phase}: {p.text}")}
+            where = f"{p.phase} ({s.task})" if s.task else p.phase
+            return {"observations": (*s.observations, f"{where}: {p.text}")}
         case ev.BuildRetryRequested():
             return {**_retry(s, event), **tasks.retried(s)}
         case ev.TaskStarted():

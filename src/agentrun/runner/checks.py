@@ -113,7 +113,9 @@ def run_check(build: BuildHandle, workspace: Workspace, work: RunCheck) -> None:
     timeout = state.config.policy.check_timeout_seconds
     report, status = report_of(work.command, done, timeout)
     outcome = "pass" if done.exit_code == 0 else "fail"
-    mark = PhaseMark(state.slug, phase, work.round, None, f"{work.step} {outcome} ({status})")
+    mark = PhaseMark(
+        state.slug, phase, work.round, None, f"{work.step} {outcome} ({status})", state.task
+    )
     head = workspace.commit_empty(state.head, mark)
     build.append([record.check_completed(work, done.exit_code, status, done.output, report, head)])
     add_note(

@@ -124,7 +124,7 @@ class SessionRunner:
             listed = "\n".join(f"  {path}" for path in conflicts)
             note = f"Merging the base {base[:10]} left conflicts in:\n{listed}"
             return replace(job, feedback=(*job.feedback, note))
-        mark = PhaseMark(state.slug, job.phase, job.round, None, f"merge {base[:10]}")
+        mark = PhaseMark(state.slug, job.phase, job.round, None, f"merge {base[:10]}", state.task)
         try:
             head = self.workspace.commit_phase(state.head, mark, config=state.config, merge=base)
         except GuardError as exc:
@@ -239,7 +239,9 @@ class SessionRunner:
         if not record.commits(report):
             self.build.append(record.succeeded(job, ended, report, None))
             return
-        mark = PhaseMark(state.slug, job.phase, job.round, ended.session, subject(report))
+        mark = PhaseMark(
+            state.slug, job.phase, job.round, ended.session, subject(report), state.task
+        )
         work = job.work
         merge = work.merge if isinstance(work, RunPhase) else None
         try:

@@ -66,7 +66,8 @@ def ensure(build: BuildHandle, workspace: Workspace) -> bool:
                 "is cleaned before every phase: ignore what setup makes, or make it elsewhere"
             )
     seconds = time.monotonic() - started
-    artifact = f"setup-{_count(build) + 1}.txt"
+    task = f"{build.task}-" if build.task else ""
+    artifact = f"setup-{task}{_count(build) + 1}.txt"
     text = f"$ {_shown(step)}\n{output}\n[{problem or 'ok'}]\n".encode()
     if len(text) > OUTPUT_LIMIT:
         text = b"[... output cut ...]\n" + text[-OUTPUT_LIMIT:]

@@ -181,7 +181,7 @@ def _gate(
             build, workspace, phase, ["bash", "-c", step.command], timeout, step.pass_env
         )
         data, status = report_of(step.command, done, timeout)
-        reports[f"gate-{work.task}-{step.name}.txt"] = data
+        reports[f"gate-{work.task}-{step.name}-{merged[:10]}.txt"] = data
         if done.exit_code != 0:
             return f"`{step.name}` ({status}):\n{done.output[-GATE_TAIL:]}", reports
     return "", reports

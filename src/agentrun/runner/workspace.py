@@ -51,6 +51,7 @@ class PhaseMark:
     round: int
     session: str | None
     subject: str
+    task: str | None = None
 
     def message(self) -> str:
         subject = " ".join(scrub(self.subject).split())[:72] or "no changes"
@@ -59,9 +60,12 @@ class PhaseMark:
             f"Agentrun-Phase: {self.phase}",
             f"Agentrun-Round: {self.round}",
         ]
+        if self.task:
+            trailers.append(f"Agentrun-Task: {self.task}")
         if self.session:
             trailers.append(f"Agentrun-Session: {self.session}")
-        return f"{self.phase}@{self.round}: {subject}\n\n" + "\n".join(trailers) + "\n"
+        task = f" ({self.task})" if self.task else ""
+        return f"{self.phase}@{self.round}{task}: {subject}\n\n" + "\n".join(trailers) + "\n"
 
 
 class Workspace:
