@@ -307,7 +307,7 @@ def _task_process(repo_path: Path, slug: str, task: str) -> psutil.Process:
         for proc in psutil.process_iter(["cmdline", "cwd"]):
             cmd = proc.info["cmdline"] or []
             ours = proc.info["cwd"] == str(repo_path)
-            if ours and "task" in cmd and cmd[-4:-2] == [slug, task]:
+            if ours and "task" in cmd and slug in cmd and task in cmd:
                 found[:] = [proc]
                 return True
         return False
