@@ -90,3 +90,10 @@ def agent_done(summary: str) -> None:
 def agent_escalate(question: str) -> None:
     """Ask a human; the build parks until it is answered."""
     _report("escalate", question)
+
+
+@agent.command("select")
+@click.argument("number", type=int)
+def agent_select(number: int) -> None:
+    """Choose candidate NUMBER (select phase: the passing candidates, numbered from 1)."""
+    _report("select", str(number))

@@ -33,7 +33,10 @@ def parse_config(text: str, source: str) -> Config:
     except RecursionError:
         raise ConfigError(f"{source}: arrays or tables nest too deep to read") from None
     config = config_from_data(data, source)
-    check_roles(config, {f"{source} at `roles.{r}`": (r, e) for r, e in config.roles.items()})
+    routes = {f"{source} at `roles.{r}`": (r, e) for r, e in config.roles.items()}
+    if config.candidates.implement:
+        routes[f"{source} at `candidates.implement`"] = ("implement", config.candidates.implement)
+    check_roles(config, routes)
     return config
 
 

@@ -21,6 +21,7 @@ PHASE_ROLES = (
     "verify",
     "finalize",
     "reconcile",
+    "select",
 )
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PATTERN = re.compile(r"^[A-Za-z0-9_*?\[\]!]+$")
@@ -97,6 +98,27 @@ class Policy(_Model):
 class Pipeline(_Model):
     plan_review: bool = True
     code_review: bool = True
+
+
+class Candidates(_Model):
+    """Best of N: each implement round runs N candidates side by side, and one goes on.
+
+    ``implement``: the runtimes, one candidate each (entries as in ``[roles]``); or
+    ``count``: that many candidates on the implement role's own runtime.
+    """
+
+    implement: tuple[str, ...] = ()
+    count: int | None = Field(default=None, ge=2, le=8)
+
+    @model_validator(mode="after")
+    def _one_way(self) -> Candidates:
+        if self.implement and self.count is not None:
+            raise ValueError("give implement (the runtimes) or count, not both")
+        if len(self.implement) == 1:
+            raise ValueError("implement needs two runtimes or more (one is not a choice)")
+        if len(self.implement) > 8:
+            raise ValueError("at most 8 candidates")
+        return self
 
 
 class VerifyStep(_Model):
@@ -237,6 +259,7 @@ class Config(_Model):
     protect: Protect = Protect()
     secrets: Secrets = Secrets()
     isolation: Isolation = Isolation()
+    candidates: Candidates = Candidates()
 
     @field_validator("roles", mode="before")
     @classmethod
@@ -288,6 +311,13 @@ class Config(_Model):
     def runtime_names(self) -> tuple[str, ...]:
         """The names a ``roles`` entry may use: configured runtimes and the built-in kinds."""
         return tuple(dict.fromkeys((*self.runtimes, *BUILTIN_RUNTIMES)))
+
+    def candidate_runtimes(self) -> tuple[str, ...]:
+        """The runtime of each implement candidate (none: one implement, as without)."""
+        if self.candidates.implement:
+            return self.candidates.implement
+        own = self.runtimes_for("implement")
+        return own[:1] * self.candidates.count if self.candidates.count and own else ()
 
     def runtimes_for(self, role: str) -> tuple[str, ...]:
         """The runtimes a role is routed to: its own entry, else `default`, else empty."""

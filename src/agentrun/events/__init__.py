@@ -85,7 +85,15 @@ from agentrun.events.phases import (
     VerifyStarted,
     VerifyVerdict,
 )
-from agentrun.events.tasks import TaskIntegrated, TaskReturned, TaskStarted
+from agentrun.events.tasks import (
+    CandidateChosen,
+    CandidateSelected,
+    CandidatesStarted,
+    SelectStarted,
+    TaskIntegrated,
+    TaskReturned,
+    TaskStarted,
+)
 
 __all__ = [
     "EVENT_TYPES",
@@ -106,6 +114,9 @@ __all__ = [
     "BuildResumeRequested",
     "BuildResumed",
     "BuildRetryRequested",
+    "CandidateChosen",
+    "CandidateSelected",
+    "CandidatesStarted",
     "CodeReviewStarted",
     "CodeReviewVerdict",
     "EscalationAnswered",
@@ -138,6 +149,7 @@ __all__ = [
     "ReconcileStarted",
     "RunnerAttached",
     "RunnerSetupFailed",
+    "SelectStarted",
     "SessionEnded",
     "SessionOutcome",
     "SessionStarted",

@@ -69,7 +69,11 @@ Payload = Annotated[
     | build.BuildReconcileRequested
     | tasks.TaskStarted
     | tasks.TaskIntegrated
-    | tasks.TaskReturned,
+    | tasks.TaskReturned
+    | tasks.CandidatesStarted
+    | tasks.SelectStarted
+    | tasks.CandidateSelected
+    | tasks.CandidateChosen,
     Field(discriminator="type"),
 ]
 
@@ -165,8 +169,9 @@ def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _v2_to_v3(doc: dict[str, Any]) -> dict[str, Any]:
-    """v3 added the envelope's ``task``, ``plan.submitted.tasks`` and ``tasks_error``, and
-    the ``task.*`` events: a v2 document reads unchanged (it belongs to no task)."""
+    """v3 added the envelope's ``task``, ``plan.submitted.tasks`` and ``tasks_error``, the
+    ``task.*`` events and the candidates' (``candidates.started``, ``select.started``,
+    ``candidate.selected``, ``candidate.chosen``): a v2 document reads unchanged."""
     return doc
 
 

@@ -36,3 +36,42 @@ class TaskReturned(PayloadModel, summary="{task} sent back ({why})"):
     why: Literal["conflict", "gate"]
     base_sha: str
     reason: str
+
+
+class CandidatesStarted(PayloadModel, summary="round {round}: {runtimes}"):
+    """An implement round runs as candidates side by side (``[candidates]``): one per
+    runtime, ``c1``…, each from the build head ``base_sha``."""
+
+    type: Literal["candidates.started"] = "candidates.started"
+    round: int
+    base_sha: str
+    runtimes: tuple[str, ...]
+
+
+class SelectStarted(PayloadModel, summary="round {round}: {offered}"):
+    """The select agent compares the passing candidates ``offered`` (numbered from 1)."""
+
+    type: Literal["select.started"] = "select.started"
+    round: int
+    offered: tuple[str, ...]
+
+
+class CandidateSelected(PayloadModel, summary="candidate {number}"):
+    """The select agent's answer (``git agentrun agent select N``)."""
+
+    type: Literal["candidate.selected"] = "candidate.selected"
+    session: str
+    number: int
+
+
+class CandidateChosen(PayloadModel, summary="round {round}: {candidate} ({reason})"):
+    """One candidate of the round goes on: its work becomes the build's. ``passed``: its
+    verify steps passed (else the build implements again from it, its failures as the
+    feedback). The others are kept under ``refs/agentrun/candidates/<slug>/<round>/<n>``."""
+
+    type: Literal["candidate.chosen"] = "candidate.chosen"
+    round: int
+    candidate: str
+    passed: bool
+    reason: str
+    changed_paths: tuple[str, ...] = ()

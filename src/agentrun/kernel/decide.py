@@ -28,7 +28,7 @@ class Acknowledge:
 
 
 Cause = Literal["attempts", "permanent-failure", "round-limit", "interrupted", "budget", "empty"]
-PhaseName = Literal["plan", "plan-review", "implement", "code-review", "reconcile"]
+PhaseName = Literal["plan", "plan-review", "implement", "code-review", "reconcile", "select"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,7 @@ class RunPhase:
     role: str
     feedback: tuple[str, ...]
     merge: str | None = None  # reconcile: the moved base to merge
+    offered: tuple[str, ...] = ()  # select: the passing candidates, numbered from 1
     kind: Literal["run-phase"] = "run-phase"
 
 
@@ -126,6 +127,28 @@ class Integrate:
 
 
 @dataclass(frozen=True)
+class StartCandidates:
+    """An implement round runs as N candidates side by side (``candidates.started``)."""
+
+    round: int
+    base_sha: str
+    runtimes: tuple[str, ...]
+    kind: Literal["start-candidates"] = "start-candidates"
+
+
+@dataclass(frozen=True)
+class Choose:
+    """Every candidate was judged: the runner picks the one that goes on (the select
+    agent's answer; else the one passing candidate, or the smallest passing diff; if none
+    passed, the fewest failing steps) and keeps the others."""
+
+    round: int
+    passing: tuple[str, ...]
+    selected: str | None
+    kind: Literal["choose"] = "choose"
+
+
+@dataclass(frozen=True)
 class Complete:
     kind: Literal["complete"] = "complete"
 
@@ -151,10 +174,14 @@ Decision = (
     | StartTask
     | RunTasks
     | Integrate
+    | StartCandidates
+    | Choose
 )
 Work = RunPhase | RunCheck | RunAgentVerify | RunFinalizeStep
 # Decisions that run nothing: the kernel makes their events (``runner.made``).
-Recorded = Acknowledge | SkipVerify | RaiseEscalation | Complete | Fail | StartTask
+Recorded = (
+    Acknowledge | SkipVerify | RaiseEscalation | Complete | Fail | StartTask | StartCandidates
+)
 
 
 def decide(s: BuildState) -> Decision:
@@ -198,6 +225,8 @@ def decide(s: BuildState) -> Decision:
     if limit is not None:
         return limit
     work = _pipeline(s)
+    if isinstance(work, Complete) and s.task is not None:
+        return Wait("complete")  # a task is done when it passed; only the build completes
     if not isinstance(work, RunPhase | RunCheck | RunAgentVerify | RunFinalizeStep):
         return work
     return _guard(s, work)
@@ -209,14 +238,14 @@ def decide_task(s: BuildState, task: str) -> Decision:
     The build's runner acknowledges controls and runs the queue; a task's runner runs
     the task's phases (``decide`` on the task's view) and stops when the build stops.
     """
-    t = s.tasks[task]
+    t = tasks.part(s, task)
     if s.status != "running":
         return Wait("complete" if s.status == "complete" else "aborted")
     if s.abort_requested:
         return Wait("aborted")
     if s.paused or s.pause_requested:
         return Wait("paused")
-    if t.stage in ("passed", "landed"):
+    if t.stage in ("passed", "failed", "landed"):
         return Wait("complete")
     if not tasks.deps_landed(s, t):
         return Wait("tasks")
@@ -241,6 +270,34 @@ def _task_graph(s: BuildState) -> Decision:
         if not isinstance(move, Wait) or move.reason == "in-flight":
             ready.append(t.id)
     return RunTasks(tuple(ready)) if ready else Wait("parked")
+
+
+def _candidates(s: BuildState, runtimes: tuple[str, ...]) -> Decision:
+    """Best of N: start the round's candidates, run them side by side, then choose."""
+    if s.candidate_round != s.impl_round or not s.candidates:
+        return StartCandidates(round=s.impl_round, base_sha=s.head, runtimes=runtimes)
+    if not tasks.done_candidates(s):
+        ready = []
+        for c in s.candidates.values():
+            move = decide_task(s, c.id)
+            if not isinstance(move, Wait) or move.reason == "in-flight":
+                ready.append(c.id)
+        return RunTasks(tuple(ready)) if ready else Wait("parked")
+    passing = tasks.passing(s)
+    if len(passing) > 1 and "select" in s.config.roles:
+        if s.selected is None:
+            offered = "\n".join(f"{n}. candidate {c}" for n, c in enumerate(passing, 1))
+            return RunPhase(
+                phase="select",
+                round=s.impl_round,
+                attempt=_attempt(s, "select", s.impl_round),
+                role="select",
+                feedback=(f"The passing candidates, numbered:\n{offered}",),
+                offered=passing,
+            )
+        if 1 <= s.selected <= len(s.offered):
+            return Choose(s.impl_round, passing, s.offered[s.selected - 1])
+    return Choose(s.impl_round, passing, None)
 
 
 def _empty(s: BuildState) -> bool:
@@ -275,6 +332,9 @@ def _pipeline(s: BuildState) -> Decision:
     if stage == "plan-review":
         return _run_phase(s, "plan-review", s.plan_round)
     if stage == "implement":
+        runtimes = s.config.candidate_runtimes()
+        if runtimes and s.task is None and not s.tasks:
+            return _candidates(s, runtimes)
         return _run_phase(s, "implement", s.impl_round)
     if stage == "code-review":
         return _run_phase(s, "code-review", s.impl_round)

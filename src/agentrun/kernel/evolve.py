@@ -38,8 +38,7 @@ def evolve(state: BuildState, event: ev.Event) -> BuildState:
     if task is None:
         return _take_feedback(_step(state, event))
     after = tasks.merged(state, task, _step(tasks.view(state, task), event))
-    own = tasks.booked(after.tasks[task], event)
-    return after.model_copy(update={"tasks": {**after.tasks, task: own}})
+    return tasks.booked(after, task, event)
 
 
 def _step(state: BuildState, event: ev.Event) -> BuildState:
@@ -125,6 +124,7 @@ def _apply(s: BuildState, event: ev.Event) -> Changes:
             | ev.CodeReviewVerdict()
             | ev.AgentDone()
             | ev.VerifyVerdict()
+            | ev.CandidateSelected()
         ):
             return report(s, p)
         case ev.PlanStarted():
@@ -151,6 +151,8 @@ def _apply(s: BuildState, event: ev.Event) -> Changes:
                 "stage": "code-review" if s.config.pipeline.code_review else checks_stage(s.config),
             }
         case ev.VerifyCompleted():
+            if s.task is not None and s.task in s.candidates:
+                return tasks.candidate_verified(s, p)
             return _verify_completed(s, p)
         case ev.FinalizeStepCompleted():
             results = {**s.finalize_results, p.step: p.ok}
@@ -198,6 +200,13 @@ def _apply(s: BuildState, event: ev.Event) -> Changes:
             return tasks.landed(s, p)
         case ev.TaskReturned():
             return tasks.returned(s, p)
+        case ev.CandidatesStarted():
+            return tasks.candidates_started(s, p)
+        case ev.SelectStarted():
+            in_flight = _in_flight(s, "select", p.round, event)
+            return {"in_flight": in_flight, "offered": p.offered}
+        case ev.CandidateChosen():
+            return tasks.chosen(s, p)
         case ev.BuildReconcileRequested():
             return _reconcile_requested(s, p)
         case ev.FeedbackReceived():

@@ -18,7 +18,7 @@ from agentrun.kernel.paths import spec
 
 INFO = "agentrun-tasks"
 MAX_TASKS = 12
-TASK_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+TASK_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")  # whole ids only: fullmatch
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`\s]*)[^`]*$")
 
 
@@ -87,11 +87,13 @@ def _task(n: int, item: object) -> TaskSpec:
         where = ".".join(str(p) for p in detail["loc"])
         said = str(detail["msg"]).replace("valid tuple", "list")
         raise GraphError(f"task {n}: {where + ': ' if where else ''}{said}") from None
-    if not TASK_ID.match(task.id):
+    if not TASK_ID.fullmatch(task.id):
         raise GraphError(
             f"task {n}: id {task.id!r} must match [a-z0-9][a-z0-9-]{{0,31}} (lower-case "
             "letters, digits and '-', at most 32)"
         )
+    if re.fullmatch(r"c[0-9]+", task.id):
+        raise GraphError(f"task {n}: id {task.id!r} is kept for candidates (c1, c2, …)")
     if not task.goal.strip():
         raise GraphError(f"task {task.id}: its goal is empty")
     try:

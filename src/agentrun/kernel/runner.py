@@ -20,6 +20,7 @@ from agentrun.kernel.decide import (
     RaiseEscalation,
     Recorded,
     SkipVerify,
+    StartCandidates,
     StartTask,
     next_escalation_id,
 )
@@ -79,6 +80,11 @@ def made(state: BuildState, decision: Recorded, instance: str) -> list[Draft]:
             return [Draft(ev.BuildCompleted(summary_text=state.goal))]
         case Fail():
             return [Draft(ev.BuildFailed(reason=decision.reason))]
+        case StartCandidates():
+            round_ = ev.CandidatesStarted(
+                round=decision.round, base_sha=decision.base_sha, runtimes=decision.runtimes
+            )
+            return [Draft(round_)]
         case StartTask():
             started = ev.TaskStarted(task=decision.task, base_sha=decision.base_sha)
             return [Draft(started, task=decision.task)]

@@ -66,6 +66,8 @@ def session_ended(s: BuildState, p: ev.SessionEnded) -> Changes:
             changes.update(stage=checks_stage(s.config), feedback=())
         else:
             changes.update(next_impl_round(s, report.findings))
+    elif isinstance(report, ev.CandidateSelected):
+        changes.update(in_flight=None, selected=report.number)
     elif isinstance(report, ev.EscalationRaised):
         # The phase runs again once answered: as its next attempt, not counted as failed.
         key = attempt_key(session.phase, session.round)

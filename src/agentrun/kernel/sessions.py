@@ -66,6 +66,7 @@ def started_event(job: SessionJob) -> object:
             "implement": ev.ImplementStarted(round=job.round, feedback=job.feedback),
             "code-review": ev.CodeReviewStarted(round=job.round),
             "reconcile": ev.ReconcileStarted(round=job.round, base_sha=work.merge or ""),
+            "select": ev.SelectStarted(round=job.round, offered=work.offered),
         }
         return starts[work.phase]
     if isinstance(work, RunAgentVerify):
@@ -186,8 +187,9 @@ def aborted(turn: Turn) -> list[Draft]:
 
 
 def commits(report: Report) -> bool:
-    """Whether the report ends the phase with a commit (an escalation only parks it)."""
-    return not isinstance(report, ev.EscalationRaised)
+    """Whether the report ends the phase with a commit (an escalation only parks it, a
+    choice between candidates changes nothing)."""
+    return not isinstance(report, ev.EscalationRaised | ev.CandidateSelected)
 
 
 def succeeded(

@@ -27,7 +27,7 @@ Stage = Literal[
 # Where a task of the graph is: not started, its own phases, passed (its verify steps
 # passed: waiting for the integration queue), landed (on the build branch).
 TaskStage = Literal[
-    "waiting", "implement", "code-review", "reconcile", "verify", "passed", "landed"
+    "waiting", "implement", "code-review", "reconcile", "verify", "passed", "failed", "landed"
 ]
 Status = Literal["running", "complete", "failed", "aborted"]
 Report = (
@@ -37,6 +37,7 @@ Report = (
     | ev.AgentDone
     | ev.VerifyVerdict
     | ev.EscalationRaised
+    | ev.CandidateSelected
 )
 
 FEEDBACK_TAIL = 2000
@@ -146,6 +147,25 @@ class TaskState(_Frozen):
     reconcile_base: str | None = None
     usage: ev.Usage = ev.Usage()  # what the task's own sessions spent (the build's has it too)
     sessions: int = 0
+    runtime: str | None = None  # a candidate's: the runtime its implement runs on
+
+    @property
+    def failing(self) -> int:
+        """How many of its verify steps failed."""
+        return sum(1 for r in self.verify_results.values() if r.outcome == "fail")
+
+
+class CandidateRecord(_Frozen):
+    """A candidate of an earlier round, as ``show`` lists it."""
+
+    round: int
+    id: str
+    runtime: str
+    head: str
+    passed: bool
+    failing: int
+    chosen: bool
+    tokens: int
 
 
 class BuildState(_Frozen):
@@ -215,7 +235,12 @@ class BuildState(_Frozen):
     forge_review: int = 0  # the last forge review id processed
     graph: tuple[ev.TaskSpec, ...] = ()  # the submitted plan's task graph, until it runs
     tasks: dict[str, TaskState] = {}  # the task graph being run, in the plan's order
-    task: str | None = None  # set only in a task's view (kernel.tasks.view)
+    candidates: dict[str, TaskState] = {}  # the implement round's candidates (c1, …)
+    candidate_round: int = 0  # the implement round they run for
+    offered: tuple[str, ...] = ()  # the passing candidates the select agent compares
+    selected: int | None = None  # its answer: a number into ``offered``
+    candidate_history: tuple[CandidateRecord, ...] = ()
+    task: str | None = None  # set only in a task's (or a candidate's) view (kernel.tasks.view)
     reserved_tokens: int = 0  # a task's view: what other tasks' running sessions may spend
     reserved_usd: float = 0.0
 

@@ -18,7 +18,14 @@ from collections.abc import Callable
 from agentrun import events as ev
 from agentrun.kernel.budget import estimate
 from agentrun.kernel.session_end import Changes, checks_stage, next_impl_round
-from agentrun.kernel.state import BuildState, Stage, TaskStage, TaskState
+from agentrun.kernel.state import (
+    FEEDBACK_TAIL,
+    BuildState,
+    CandidateRecord,
+    Stage,
+    TaskStage,
+    TaskState,
+)
 
 # What a task holds of its own, under the names BuildState gives them.
 SHARED = tuple(
@@ -27,9 +34,14 @@ SHARED = tuple(
     if name in BuildState.model_fields and name not in ("goal", "stage", "usage", "sessions")
 )
 # A task's stage as its view shows it, and back.
-_VIEW_STAGE: dict[TaskStage, Stage] = {"waiting": "implement", "passed": "done", "landed": "done"}
+_VIEW_STAGE: dict[TaskStage, Stage] = {
+    "waiting": "implement", "passed": "done", "failed": "done", "landed": "done"
+}  # fmt: skip
 _AGENT_PHASES = ("implement", "code-review", "reconcile")
-FIELDS_OF_VIEW = ("task", "goal", "allow_empty", "reserved_tokens", "reserved_usd", "stage")
+_STAGES = ("implement", "code-review", "reconcile", "verify", "passed", "failed")
+FIELDS_OF_VIEW = (
+    "task", "goal", "allow_empty", "reserved_tokens", "reserved_usd", "stage", "config"
+)  # fmt: skip
 
 
 def branch_of(build_branch: str, task: str) -> str:
@@ -38,22 +50,40 @@ def branch_of(build_branch: str, task: str) -> str:
     return f"{build_branch}--{task}"
 
 
+def has_part(s: BuildState, task: str) -> bool:
+    """Whether ``task`` names a task of the graph or a candidate of the round."""
+    return task in s.tasks or task in s.candidates
+
+
+def part(s: BuildState, task: str) -> TaskState:
+    """Task ``task`` of the graph, or candidate ``task`` of the implement round."""
+    return s.candidates[task] if task in s.candidates else s.tasks[task]
+
+
 def view(s: BuildState, task: str) -> BuildState:
     """The build as task ``task`` sees it: its own stage, round, head and session, the
-    build's budget less what the other tasks' running sessions are estimated to spend."""
-    t = s.tasks[task]
+    build's budget less what the other tasks' running sessions are estimated to spend.
+
+    A candidate sees the build's own goal; its implement runs on its runtime, and it goes
+    from implement to its verify steps (the build's code review comes once one is chosen).
+    """
+    t = part(s, task)
     tokens, usd = reserved(s, task)
-    return s.model_copy(
-        update={
-            **{name: getattr(t, name) for name in SHARED},
-            "stage": _VIEW_STAGE.get(t.stage, t.stage),
-            "task": task,
-            "goal": task_goal(s, t),
-            "allow_empty": True,  # a task that needs no change is done, not a question
-            "reserved_tokens": tokens,
-            "reserved_usd": usd,
-        }
-    )
+    update: dict[str, object] = {
+        **{name: getattr(t, name) for name in SHARED},
+        "stage": _VIEW_STAGE.get(t.stage, t.stage),
+        "task": task,
+        "allow_empty": True,  # a task that needs no change is done, not a question
+        "reserved_tokens": tokens,
+        "reserved_usd": usd,
+    }
+    if task in s.candidates:
+        roles = {**s.config.roles, "implement": (t.runtime or "",)}
+        pipeline = s.config.pipeline.model_copy(update={"code_review": False})
+        update["config"] = s.config.model_copy(update={"roles": roles, "pipeline": pipeline})
+    else:
+        update["goal"] = task_goal(s, t)
+    return s.model_copy(update=update)
 
 
 def task_goal(s: BuildState, t: TaskState) -> str:
@@ -68,11 +98,16 @@ def task_goal(s: BuildState, t: TaskState) -> str:
 def merged(s: BuildState, task: str, after: BuildState) -> BuildState:
     """The build after an event folded into ``task``'s view (``after``): the task's own
     fields go back to the task, the build keeps the rest (usage, questions, sessions)."""
-    old = s.tasks[task]
+    old = part(s, task)
     stage = after.stage
     own: dict[str, object] = {name: getattr(after, name) for name in SHARED}
-    own["stage"] = "passed" if stage in ("finalize", "done") else stage
-    if own["stage"] not in ("implement", "code-review", "reconcile", "verify", "passed"):
+    if after.task in s.candidates and "failed" in (old.stage, after.stage):
+        own["stage"] = "failed"  # a candidate whose verify failed is judged, not retried
+    elif stage in ("finalize", "done"):
+        own["stage"] = "passed"
+    else:
+        own["stage"] = stage
+    if own["stage"] not in _STAGES:
         own["stage"] = old.stage  # a view never leaves the task's stages
     if old.stage == "waiting" and not after.head:
         own["stage"] = "waiting"
@@ -80,33 +115,38 @@ def merged(s: BuildState, task: str, after: BuildState) -> BuildState:
         e.model_copy(update={"task": task}) if n >= len(s.escalations) else e
         for n, e in enumerate(after.escalations)
     )
+    where = "candidates" if task in s.candidates else "tasks"
     return after.model_copy(
         update={
             **{name: getattr(s, name) for name in (*SHARED, *FIELDS_OF_VIEW)},
             "escalations": escalations,
-            "tasks": {**s.tasks, task: old.model_copy(update=own)},
+            where: {**getattr(s, where), task: old.model_copy(update=own)},
         }
     )
 
 
-def booked(t: TaskState, event: ev.Event) -> TaskState:
+def booked(s: BuildState, task: str, event: ev.Event) -> BuildState:
     """A task's own tally of sessions and spend, besides the build's."""
     p = event.payload
+    t = part(s, task)
     if isinstance(p, ev.SessionStarted):
-        return t.model_copy(update={"sessions": t.sessions + 1})
-    if isinstance(p, ev.SessionEnded):
-        return t.model_copy(update={"usage": t.usage + p.usage})
-    return t
+        t = t.model_copy(update={"sessions": t.sessions + 1})
+    elif isinstance(p, ev.SessionEnded):
+        t = t.model_copy(update={"usage": t.usage + p.usage})
+    else:
+        return s
+    where = "candidates" if task in s.candidates else "tasks"
+    return s.model_copy(update={where: {**getattr(s, where), task: t}})
 
 
 def task_of(s: BuildState, event: ev.Event) -> str | None:
     """The task whose view an event is folded into (None: the build's own)."""
     if event.task is not None:
-        return event.task if event.task in s.tasks else None
+        return event.task if has_part(s, event.task) else None
     p = event.payload
     if isinstance(p, ev.EscalationAnswered):
         asked = next((e for e in s.escalations if e.id == p.id), None)
-        if asked is not None and asked.task in s.tasks:
+        if asked is not None and asked.task is not None and has_part(s, asked.task):
             return asked.task
     return None
 
@@ -115,7 +155,7 @@ def reserved(s: BuildState, task: str | None) -> tuple[int, float]:
     """What the sessions running in the other tasks are estimated to spend: before one
     more session starts, its own estimate and theirs must fit the budget."""
     tokens, usd = 0, 0.0
-    for other in s.tasks.values():
+    for other in (*s.tasks.values(), *s.candidates.values()):
         flight = other.in_flight
         if other.id == task or flight is None:
             continue
@@ -172,10 +212,110 @@ def in_view(s: BuildState, task: str, change: Callable[[BuildState], BuildState]
     return {"tasks": merged(s, task, change(view(s, task))).tasks}
 
 
+# --- best of N --------------------------------------------------------------------
+
+
+def candidates_started(s: BuildState, p: ev.CandidatesStarted) -> Changes:
+    """An implement round runs as candidates, each at implement@<round> from the head."""
+    made = {
+        f"c{n}": TaskState(
+            id=f"c{n}",
+            goal=s.goal,
+            stage="implement",
+            base_sha=s.base_sha,
+            head=p.base_sha,
+            impl_round=p.round,
+            impl_round_limit=s.impl_round_limit,
+            feedback=s.feedback,
+            resumable=s.resumable,
+            runtime=runtime,
+        )
+        for n, runtime in enumerate(p.runtimes, 1)
+    }
+    return {"candidates": made, "candidate_round": p.round, "offered": (), "selected": None}
+
+
+def candidate_verified(s: BuildState, p: ev.VerifyCompleted) -> Changes:
+    """In a candidate's view: every verify step runs, pass or fail, before it is judged."""
+    from agentrun.kernel.state import StepResult
+
+    result = StepResult(outcome=p.outcome, attempt=p.attempt, reason=p.reason, report=p.report)
+    results = {**s.verify_results, p.step: result}
+    changes: Changes = {"in_flight": None, "verify_results": results}
+    if p.head:
+        changes["head"] = p.head
+    if all(step.name in results for step in s.config.verify):
+        failed = any(r.outcome == "fail" for r in results.values())
+        changes["stage"] = "failed" if failed else "done"
+    return changes
+
+
+def done_candidates(s: BuildState) -> bool:
+    """Every candidate of the round has been judged by its verify steps."""
+    return bool(s.candidates) and all(
+        c.stage in ("passed", "failed") for c in s.candidates.values()
+    )
+
+
+def passing(s: BuildState) -> tuple[str, ...]:
+    return tuple(c.id for c in s.candidates.values() if c.stage == "passed")
+
+
+def chosen(s: BuildState, p: ev.CandidateChosen) -> Changes:
+    """The chosen candidate's work is the build's: on to code review when it passed,
+    else implement again from it with its failures as the feedback."""
+    winner = s.candidates.get(p.candidate)
+    if winner is None or p.round != s.candidate_round:
+        return {}
+    history = tuple(
+        CandidateRecord(
+            round=p.round,
+            id=c.id,
+            runtime=c.runtime or "",
+            head=c.head,
+            passed=c.stage == "passed",
+            failing=c.failing,
+            chosen=c.id == p.candidate,
+            tokens=c.usage.tokens,
+        )
+        for c in s.candidates.values()
+    )
+    changes: Changes = {
+        "candidates": {},
+        "offered": (),
+        "selected": None,
+        "candidate_history": (*s.candidate_history, *history),
+        "head": winner.head,
+        "changed_paths": p.changed_paths,
+        "resumable": winner.resumable,
+    }
+    if p.passed:
+        changes.update(
+            implemented=True,
+            feedback=(),
+            verify_results={},
+            finalize_results={},
+            stage="code-review" if s.config.pipeline.code_review else checks_stage(s.config),
+        )
+        return changes
+    failures = tuple(
+        f"Verify step `{name}` failed in round {p.round} (candidate {winner.id}):\n"
+        f"{result.reason[-FEEDBACK_TAIL:]}"
+        for name, result in winner.verify_results.items()
+        if result.outcome == "fail"
+    )
+    changes["implemented"] = True
+    changes.update(next_impl_round(s, failures))
+    return changes
+
+
 def retried(s: BuildState) -> Changes:
     """``retry``: every task's spent attempts re-arm too."""
     fresh = dict(attempts={}, interruptions={}, blocked={}, setup_failures=0, setup_permanent=False)
-    return {"tasks": {k: t.model_copy(update=fresh) for k, t in s.tasks.items()}}
+    return {
+        where: {k: t.model_copy(update=fresh) for k, t in getattr(s, where).items()}
+        for where in ("tasks", "candidates")
+    }
 
 
 def deps_landed(s: BuildState, t: TaskState) -> bool:
@@ -210,7 +350,7 @@ def task_phase(t: TaskState) -> str:
 
 def describe(s: BuildState, task: str) -> str:
     """One line on a task: its state, phase, sessions and spend."""
-    t = s.tasks[task]
+    t = part(s, task)
     return (
         f"task {task} of build {s.slug}: {task_state_name(s, t)} ({task_phase(t)}; "
         f"{t.sessions} session(s), {t.usage.describe()})"

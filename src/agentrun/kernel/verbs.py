@@ -27,6 +27,7 @@ PHASE_VERBS: dict[str, tuple[str, ...]] = {
     "reconcile": ("done", "escalate"),
     "finalize": ("done", "escalate"),
     "verify": ("pass", "fail", "escalate"),
+    "select": ("select", "escalate"),
 }
 
 
@@ -58,7 +59,7 @@ def scoped(state: BuildState, env: AgentEnv) -> BuildState:
     """The state the agent works in: its task's view, or the build's."""
     if env.task is None:
         return state
-    if env.task not in state.tasks:
+    if not tasks.has_part(state, env.task):
         raise VerbError(
             f"build {env.build} has no task {env.task!r} (AGENTRUN_TASK); nothing recorded"
         )
@@ -133,6 +134,16 @@ def verb_draft(
     if verb == "done":
         done = ev.AgentDone(session=env.session, summary_text=rep.text)
         return Draft(done, actor, task=env.task), "done recorded"
+    if verb == "select":
+        offered = len(state.offered)
+        number = int(rep.text) if rep.text.strip().isdigit() else 0
+        if not 1 <= number <= offered:
+            raise VerbError(
+                f"candidate {rep.text.strip() or '?'} was not offered: answer a number from 1 "
+                f"to {offered}; nothing recorded"
+            )
+        chose = ev.CandidateSelected(session=env.session, number=number)
+        return Draft(chose, actor, task=env.task), f"candidate {number} selected"
     if verb in ("pass", "fail"):
         if verb == "fail" and not rep.text.strip():
             raise VerbError("`fail` needs --reason saying what is wrong")

@@ -29,7 +29,7 @@ from agentrun.events import Event, KernelActor
 from agentrun.kernel.draft import Draft
 from agentrun.kernel.evolve import evolve
 from agentrun.kernel.state import BuildState
-from agentrun.kernel.tasks import view
+from agentrun.kernel.tasks import has_part, view
 from agentrun.store.append import append_decided
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.log import EventLog, Stored, Tip, build_ref
@@ -110,7 +110,7 @@ class BuildHandle:
         self.log = EventLog(repo, writer)
         self.cache = StateCache(repo)
         self.tip, self.full = load_state(self.log, self.cache, slug)
-        if task is not None and task not in self.full.tasks:
+        if task is not None and not has_part(self.full, task):
             raise UnknownBuildError(f"build {slug} has no task {task!r}{_listed(self.full)}")
         self.written: set[str] = set()  # commit ids of the events this handle appended
         self._had_branch = self._branch_ref() in repo.references

@@ -28,6 +28,7 @@ from agentrun.events import (
 from agentrun.kernel import runner as kernel_runner
 from agentrun.kernel.decide import (
     Acknowledge,
+    Choose,
     Decision,
     Integrate,
     Publish,
@@ -47,6 +48,7 @@ from agentrun.kernel.tasks import branch_of
 from agentrun.runner import setup
 from agentrun.runner.basecheck import base_moved
 from agentrun.runner.build import BuildHandle, LogTamperedError, Observer, Silent
+from agentrun.runner.candidates import choose
 from agentrun.runner.checks import run_check, run_finalize_step
 from agentrun.runner.deadline import TIME_LIMIT, Deadline
 from agentrun.runner.publish import Publisher
@@ -256,10 +258,18 @@ class Runner:
                 build.append([kernel_runner.setup_failed(f"forge: {exc}")])
         elif isinstance(decision, RunTasks):
             self._pool.run(decision, self.stop_at)
+            if self._pool.failures:
+                # A task process that cannot run (a bug, a broken worktree) is said once
+                # per try; the build fails after max_phase_attempts of them.
+                said = "; ".join(self._pool.failures)
+                self._pool.failures.clear()
+                build.append([kernel_runner.setup_failed(said)])
         elif isinstance(decision, Integrate):
             self._with_workspace(
                 build, workspace, decision, lambda: integrate(build, workspace, decision)
             )
+        elif isinstance(decision, Choose):
+            choose(build, decision)
         elif isinstance(decision, Wait):
             pass  # ``_loop`` returns on a wait before it executes anything
         else:

@@ -15,7 +15,10 @@ from agentrun.gitrepo import blob_data, tree_at
 from agentrun.kernel.state import BuildState
 
 _FIELD = re.compile(r"\{([a-z]+)\}")
-FAMILIES = ("plan", "plan-review", "implement", "code-review", "verify", "finalize", "reconcile")
+FAMILIES = (
+    "plan", "plan-review", "implement", "code-review", "verify", "finalize", "reconcile", "select"
+)  # fmt: skip
+CANDIDATE_DIFF_LIMIT = 12_000  # characters of each candidate's diff the select agent sees
 
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
@@ -72,7 +75,25 @@ def render_prompt(
         base=state.base_sha,
         plan=plan or "(no plan was recorded)",
         feedback=text,
+        candidates=_offered(repo, state) if family == "select" else "",
     )
     # Only known {names} are filled: an override may hold any other braces verbatim.
     text = _FIELD.sub(lambda m: values.get(m[1], m[0]), template(repo, state.base_sha, family))
     return text + instructions(repo, state.base_sha)
+
+
+def _offered(repo: pygit2.Repository, state: BuildState) -> str:
+    """The passing candidates the select agent compares, numbered from 1: each one's diff
+    against the build head they started from, and its verify steps' outcomes."""
+    parts = []
+    for n, name in enumerate(state.offered, 1):
+        c = state.candidates[name]
+        diff = repo.diff(state.head, c.head).patch or "(no change)"
+        if len(diff) > CANDIDATE_DIFF_LIMIT:
+            diff = diff[:CANDIDATE_DIFF_LIMIT] + "\n[... diff cut ...]\n"
+        verdicts = ", ".join(f"{step} {r.outcome}" for step, r in c.verify_results.items())
+        parts.append(
+            f"## Candidate {n} ({c.runtime})\n\nVerify: {verdicts or 'no steps'}\n\n"
+            f"```diff\n{diff}```"
+        )
+    return "\n\n".join(parts)

@@ -36,6 +36,7 @@ from agentrun.kernel.tasks import branch_of
 from agentrun.runner.build import BuildHandle
 from agentrun.runner.checks import report_of, run_in_worktree
 from agentrun.runner.workspace import PhaseMark, Workspace
+from agentrun.store.log import build_ref
 
 POLL_SECONDS = 0.5
 GATE_TAIL = 4000
@@ -64,11 +65,16 @@ class TaskPool:
         for task in decision.ready:
             if task not in self.children:
                 self._start(task, stop_at)
+        log = self.repo.references.get(build_ref(self.slug))
+        seen = log.target if log is not None else None
         deadline = time.monotonic() + POLL_SECONDS
         while time.monotonic() < deadline:
             if self._reap():
                 return
             time.sleep(0.05)
+            log = self.repo.references.get(build_ref(self.slug))
+            if log is not None and log.target != seen:
+                return
 
     def _start(self, task: str, stop_at: float | None) -> None:
         folder = common_dir(self.repo) / "agentrun" / "tasks" / self.slug
@@ -199,7 +205,9 @@ def _landed(
     # branch ahead of the log's head, and the next phase resets it (DESIGN §12).
     build.repo.references.create(workspace.branch_ref, pygit2.Oid(hex=head), force=True)
     landed = ev.TaskIntegrated(task=work.task, head=head, changed_paths=paths)
-    build.append([Draft(landed, artifacts=reports or {})], fact=False)
+    # A fact: only this runner lands tasks, so what task runners appended meanwhile
+    # changes neither the build head nor this task's passed head.
+    build.append([Draft(landed, artifacts=reports or {})])
 
 
 def _returned(
@@ -210,4 +218,4 @@ def _returned(
     reports: dict[str, bytes] | None = None,
 ) -> None:
     back = ev.TaskReturned(task=work.task, why=why, base_sha=build.state.head, reason=reason)
-    build.append([Draft(back, artifacts=reports or {})], fact=False)
+    build.append([Draft(back, artifacts=reports or {})])

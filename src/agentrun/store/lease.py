@@ -176,7 +176,7 @@ def lease_ref(key: str) -> str:
     ``refs/agentrun/task-leases/<slug>/<task>``, claimed by the job that runs the task)."""
     slug, sep, task = key.partition("/")
     if sep:
-        if not TASK_ID.match(task):
+        if not TASK_ID.fullmatch(task):
             raise UnknownBuildError(f"{task!r} is not a task id")
         return f"{TASK_LEASES}{check_slug(slug)}/{task}"
     return LEASES + check_slug(slug)

@@ -49,7 +49,10 @@ _ARTIFACT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$")
 
 
 def check_slug(slug: str) -> str:
-    if not _SLUG.match(slug) or ".." in slug or slug.endswith((".lock", ".")):
+    # No "--": a task's branch and worktree are <slug>--<task>, which another build's
+    # slug must never be.
+    bad = ".." in slug or "--" in slug or slug.endswith((".lock", "."))
+    if not _SLUG.fullmatch(slug) or bad:
         raise UnknownBuildError(
             f"{slug!r} is not a build slug (lower-case letters, digits, '.', '_' and '-')"
         )
