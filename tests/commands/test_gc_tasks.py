@@ -167,3 +167,44 @@ def test_gc_removes_no_branch_that_only_looks_like_a_task_of_the_build(
     )
     assert left_of(repo, twin) != [] and left_of(repo, f"{slug}--beta") == []
     assert run_cli(repo_path, "status").returncode == 0
+
+
+def test_sync_retires_an_archived_builds_stale_task_leases_on_the_remote(
+    tmp_path: Path, repo_path: Path, repo: pygit2.Repository
+) -> None:
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    git(repo_path, "remote", "add", "origin", bare.as_uri())
+    git(repo_path, "push", "-q", "origin", "main")
+    slug, number = tasked(repo_path, repo, "Write the files")
+    other, _ = tasked(repo_path, repo, "Write more files")
+    # What task jobs against origin leave there: their branches, a killed job's lease,
+    # a live job's lease, and a stale lease of a build still live.
+    stale_lease(repo, task_key(slug, "beta"))
+    acquire(repo, task_key(slug, "alpha"), "a live job")
+    stale_lease(repo, task_key(other, "beta"))
+    pushed = [
+        f"refs/heads/agentrun/{slug}--alpha",
+        f"refs/heads/agentrun/{slug}--beta",
+        lease_ref(task_key(slug, "alpha")),
+        lease_ref(task_key(slug, "beta")),
+        lease_ref(task_key(other, "beta")),
+    ]
+    git(repo_path, "push", "-q", "origin", *(f"{ref}:{ref}" for ref in pushed))
+    for ref in pushed[2:]:
+        git(repo_path, "update-ref", "-d", ref)
+    assert run_cli(repo_path, "sync", "origin").returncode == 0
+    merge_pull(repo, number)
+
+    done = run_cli(repo_path, "sync", "origin")
+
+    assert done.returncode == 0, done.stderr
+    there = git(bare, "for-each-ref", "--format=%(refname)").split()
+    assert f"refs/agentrun/builds/{slug}" not in there
+    assert lease_ref(task_key(slug, "beta")) not in there
+    assert {*pushed} - {lease_ref(task_key(slug, "beta"))} <= {*there}
+    assert f"refs/agentrun/builds/{other}" in there
+    again = run_cli(repo_path, "sync", "origin")
+    assert again.returncode == 0, again.stderr
+    assert run_cli(repo_path, "gc").returncode == 0
+    assert [r for r in refs(repo_path, "refs/heads/") if slug in r] == []
