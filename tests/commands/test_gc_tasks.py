@@ -69,13 +69,17 @@ def test_gc_removes_what_a_merged_task_build_left_and_nothing_of_another(
     assert sorted(p.name for p in (logs / slug).iterdir()) == ["alpha.log", "beta.log"]
     assert all(left_of(repo, f"{slug}--{task}") for task in TASKS)
     merge_pull(repo, number)
+    # Archiving took the stale lease of the build's tasks; the live job's stays.
+    assert refs(repo_path, f"refs/agentrun/task-leases/{slug}/") == [
+        lease_ref(task_key(slug, "alpha"))
+    ]
     before = refs(repo_path, "refs/")
 
     dry = run_cli(repo_path, "gc", "--dry-run")
 
     assert dry.returncode == 0, dry.stderr
     assert f"would remove branch agentrun/{slug}--alpha" in dry.stdout
-    assert f"would remove {lease_ref(task_key(slug, 'beta'))}" in dry.stdout
+    assert f"would remove {lease_ref(task_key(other, 'beta'))}" in dry.stdout
     assert refs(repo_path, "refs/") == before and (logs / slug).exists()
 
     done = run_cli(repo_path, "gc")

@@ -41,16 +41,9 @@ from agentrun.runner.setup import marker_of
 from agentrun.runner.slots import build_slots
 from agentrun.runner.tasks import logs_dir
 from agentrun.runner.workspace import DISCARDED
-from agentrun.store.archive import archived
+from agentrun.store.archive import archived, task_lease_keys
 from agentrun.store.cache import StateCache, load_state
-from agentrun.store.lease import (
-    TASK_LEASES,
-    clear_stale,
-    is_stale,
-    lease_ref,
-    read_lease,
-    task_key,
-)
+from agentrun.store.lease import clear_stale, is_stale, lease_ref, read_lease
 from agentrun.store.log import EventLog
 from agentrun.store.transport import TRACKED
 
@@ -260,13 +253,7 @@ def _kept_elsewhere(repo: pygit2.Repository, own: str, tip: str) -> bool:
 def _leases(repo: pygit2.Repository, slug: str, result: GcResult, dry_run: bool) -> None:
     """A finished build's lease and its tasks' that nobody holds any more (a runner or
     a task's job killed at the end); a live holder's stays."""
-    folder = f"{TASK_LEASES}{slug}/"
-    tasks = sorted(
-        name[len(folder) :]
-        for name in repo.references
-        if name.startswith(folder) and TASK_ID.fullmatch(name[len(folder) :])
-    )
-    for key in (slug, *(task_key(slug, task) for task in tasks)):
+    for key in (slug, *task_lease_keys(repo, slug)):
         held = read_lease(repo, key)
         if held is None or not is_stale(held[1]):
             continue
