@@ -15,9 +15,12 @@ from runner.helpers import configure, git, run_cli
 from agentrun.commands.build import create_build, new_build, run_build
 from agentrun.commands.pulls import close_pull, merge_pull
 from agentrun.config import load_config
+from agentrun.events import BuildFailed
 from agentrun.gitrepo import agentrun_dir, now_utc, worktrees_dir
 from agentrun.isolation import gitdir
+from agentrun.kernel.draft import Draft
 from agentrun.store.lease import acquire, lease_ref, task_key
+from agentrun.store.log import EventLog
 
 GRAPH = [
     {"id": "alpha", "goal": "write alpha.txt", "paths": ["alpha.txt"]},
@@ -143,6 +146,29 @@ def test_a_closed_proposal_keeps_the_task_work_found_nowhere_else(
     assert left_of(repo, f"{slug}--beta") == []
 
 
+def test_a_failed_task_build_gives_up_its_task_worktrees_and_keeps_its_logs(
+    repo_path: Path, repo: pygit2.Repository
+) -> None:
+    slug, _ = tasked(repo_path, repo, "Write the files")
+    log = EventLog(repo)
+    log.append(slug, [Draft(BuildFailed(reason="the disk broke"))], log.tip(slug))
+    stale_lease(repo, task_key(slug, "beta"))
+
+    done = run_cli(repo_path, "gc")
+
+    assert done.returncode == 0, done.stderr
+    for task in TASKS:
+        # The build branch (kept: its commits are nowhere else) holds what they landed.
+        assert f"removed branch agentrun/{slug}--{task}" in done.stdout
+        assert left_of(repo, f"{slug}--{task}") == []
+    assert f"kept branch agentrun/{slug}:" in done.stdout
+    assert f"removed {lease_ref(task_key(slug, 'beta'))}" in done.stdout
+    # `retry` may re-open it: the log and what its tasks said stay.
+    assert refs(repo_path, "refs/heads/agentrun/") == [f"refs/heads/agentrun/{slug}"]
+    assert (agentrun_dir(repo) / "tasks" / slug / "alpha.log").exists()
+    assert EventLog(repo).slugs() == [slug]
+
+
 def test_gc_removes_no_branch_that_only_looks_like_a_task_of_the_build(
     repo_path: Path, repo: pygit2.Repository
 ) -> None:
@@ -164,7 +190,7 @@ def test_gc_removes_no_branch_that_only_looks_like_a_task_of_the_build(
     done = run_cli(repo_path, "gc")
 
     assert done.returncode == 0, done.stderr
-    assert f"left agentrun/{twin} alone: build {twin} has it, not task alpha" in done.stdout
+    assert f"left agentrun/{twin} alone: build {twin} may have it, not task alpha" in done.stdout
     assert f"removed branch agentrun/{slug}--beta" in done.stdout
     assert refs(repo_path, "refs/heads/agentrun/") == sorted(
         [f"refs/heads/agentrun/{twin}", *planted]

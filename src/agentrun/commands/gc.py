@@ -13,8 +13,8 @@ The tasks of a build's task graph go the same way, each under its name
 ``<slug>--<id>``: its worktree and git dir, its branch (merged too when its proposal
 was merged with the task's work in it), its discarded commits, its stale lease and,
 once archived, the task processes' logs. The tasks are the graph's and every task the
-log says started (a graph a later plan replaced); a task's name that is another
-build's slug is that build's, and left alone.
+log says started (a graph a later plan replaced); a task's name that another build
+could have (its slug, or one of its tasks' names) is left alone.
 """
 
 from __future__ import annotations
@@ -127,13 +127,24 @@ def _build(
     names = []
     for task in sorted(t for t in ids if TASK_ID.fullmatch(t)):
         name = branch_of(slug, task)
-        if name in slugs:
-            result.lines.append(
-                f"left agentrun/{name} alone: build {name} has it, not task {task} of {slug}"
-            )
-        else:
+        other = _claimant(name, slug, slugs)
+        if other is None:
             names.append(name)
+        else:
+            result.lines.append(
+                f"left agentrun/{name} alone: build {other} may have it, not task {task} of {slug}"
+            )
     return _Build(slug, state, tuple(names))
+
+
+def _claimant(name: str, slug: str, slugs: set[str]) -> str | None:
+    """Another build whose own name, or a task's, ``name`` could be (slugs may hold
+    "--", task ids too: ``a``'s task ``b--c`` and ``a--b``'s task ``c`` share a name)."""
+    for other in sorted(slugs - {slug}):
+        rest = name.removeprefix(f"{other}--")
+        if name == other or (rest != name and TASK_ID.fullmatch(rest)):
+            return other
+    return None
 
 
 def _tidy(
