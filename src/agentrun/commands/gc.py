@@ -161,7 +161,7 @@ def _tidy(
         result.lines.append(f"{verb} home {folder}")
     for name in build.tasks:
         # Before the build branch: while it is there, it holds a landed task's commits.
-        _branch(repo, name, _landed_in_merged(repo, state, name), result, dry_run)
+        _branch(repo, name, _landed_in_merged(repo, state), result, dry_run)
     _branch(repo, slug, lambda tip: _merged_at(state, tip), result, dry_run)
     if not archived_build:
         return  # a live build's own refs stay: `retry` may need them
@@ -230,9 +230,7 @@ def _merged_at(state: BuildState | None, tip: str) -> bool:
     return tip in (state.head, state.published_head)
 
 
-def _landed_in_merged(
-    repo: pygit2.Repository, state: BuildState | None, name: str
-) -> Callable[[str], bool]:
+def _landed_in_merged(repo: pygit2.Repository, state: BuildState | None) -> Callable[[str], bool]:
     """Whether a task branch's tip is in what the build's merged proposal took in."""
 
     def merged(tip: str) -> bool:
