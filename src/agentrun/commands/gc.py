@@ -1,13 +1,20 @@
 """``git agentrun gc``: tidy up after finished builds (DESIGN §2 "Housekeeping", §9).
 
 An archived build no longer needs its worktree, its build branch, the commits set
-aside under ``refs/agentrun/discarded/<slug>`` or a stale lease. An aborted or failed
-build (still live: ``retry`` may re-open it) gives up its worktree and a merged branch;
-a runner makes both again if it runs on. A branch is merged when its proposal was
-merged at that tip (squashed or not), or when its commits are on another branch or
-remote-tracking ref. Any other branch (a proposal closed without merging, never
-pushed) is kept and named: deleting it would lose work. Then refs are packed and
+aside under ``refs/agentrun/discarded/<slug>``, its session slots or a stale lease. An
+aborted or failed build (still live: ``retry`` may re-open it) gives up its worktree and
+a merged branch; a runner makes both again if it runs on. A branch is merged when its
+proposal was merged at that tip (squashed or not), or when its commits are on another
+branch or remote-tracking ref. Any other branch (a proposal closed without merging,
+never pushed) is kept and named: deleting it would lose work. Then refs are packed and
 ``git maintenance run --auto`` runs, because libgit2 never packs by itself.
+
+The tasks of a build's task graph go the same way, each under its name
+``<slug>--<id>``: its worktree and git dir, its branch (merged too when its proposal
+was merged with the task's work in it), its discarded commits, its stale lease and,
+once archived, the task processes' logs. The tasks are the graph's and every task the
+log says started (a graph a later plan replaced); a task's name that another build
+could have (its slug, or one of its tasks' names) is left alone.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,13 +30,18 @@ import pygit2
 
 from agentrun import gitcli
 from agentrun.errors import AgentrunError
+from agentrun.events import TaskStarted
 from agentrun.gitrepo import common_dir, worktrees_dir
 from agentrun.isolation import gitdir
 from agentrun.isolation.homes import home_path
+from agentrun.kernel.graph import TASK_ID
 from agentrun.kernel.state import BuildState
+from agentrun.kernel.tasks import branch_of
 from agentrun.runner.setup import marker_of
+from agentrun.runner.slots import build_slots
+from agentrun.runner.tasks import logs_dir
 from agentrun.runner.workspace import DISCARDED
-from agentrun.store.archive import archived
+from agentrun.store.archive import archived, task_lease_keys
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.lease import clear_stale, is_stale, lease_ref, read_lease
 from agentrun.store.log import EventLog
@@ -45,21 +58,34 @@ class GcResult:
     kept: int = 0
 
 
+@dataclass(frozen=True)
+class _Build:
+    """A build gc tidies: its slug, state (None: unreadable) and its tasks' names."""
+
+    slug: str
+    state: BuildState | None
+    tasks: tuple[str, ...]  # <slug>--<id>: each task's worktree, git dir and branch
+
+
 def gc(repo: pygit2.Repository, dry_run: bool = False) -> GcResult:
     """Remove what finished builds left behind; with ``dry_run``, only say what."""
     result = GcResult()
     log, cache = EventLog(repo), StateCache(repo)
     live = set(log.slugs())
-    for slug, tip in sorted(archived(repo).items()):
+    done = archived(repo)
+    slugs = live | set(done)
+    for slug, tip in sorted(done.items()):
         if slug not in live:
             state = _state(log, cache, slug, tip, result)
-            _tidy(repo, slug, state, result, dry_run, archived_build=True)
+            build = _build(log, slug, tip, state, slugs, result)
+            _tidy(repo, build, result, dry_run, archived_build=True)
     for slug in sorted(live):
         state = _state(log, cache, slug, None, result)
         if state is not None and state.status in ("aborted", "failed"):
-            _tidy(repo, slug, state, result, dry_run, archived_build=False)
+            build = _build(log, slug, None, state, slugs, result)
+            _tidy(repo, build, result, dry_run, archived_build=False)
         if state is not None and state.status != "running":
-            _lease(repo, slug, result, dry_run)
+            _leases(repo, slug, result, dry_run)
     if not dry_run:
         _git(repo, "pack-refs", "--all")
         _git(repo, "maintenance", "run", "--auto")
@@ -79,49 +105,120 @@ def _state(
         return None
 
 
-def _tidy(
-    repo: pygit2.Repository,
+def _build(
+    log: EventLog,
     slug: str,
+    tip: str | None,
     state: BuildState | None,
+    slugs: set[str],
     result: GcResult,
-    dry_run: bool,
-    archived_build: bool,
+) -> _Build:
+    """The build and the names of its tasks: its graph's, and every task its log says
+    started. A name that is another build's slug is that build's (left alone)."""
+    ids = set[str]() if state is None else set(state.tasks)
+    start = tip or log.tip_oid(slug)
+    if state is not None and start is not None:
+        with contextlib.suppress(AgentrunError):
+            ids.update(
+                s.event.payload.task
+                for s in log.walk(start)
+                if isinstance(s.event.payload, TaskStarted)
+            )
+    names = []
+    for task in sorted(t for t in ids if TASK_ID.fullmatch(t)):
+        name = branch_of(slug, task)
+        other = _claimant(name, slug, slugs)
+        if other is None:
+            names.append(name)
+        else:
+            result.lines.append(
+                f"left agentrun/{name} alone: build {other} may have it, not task {task} of {slug}"
+            )
+    return _Build(slug, state, tuple(names))
+
+
+def _claimant(name: str, slug: str, slugs: set[str]) -> str | None:
+    """Another build whose own name, or a task's, ``name`` could be (slugs may hold
+    "--", task ids too: ``a``'s task ``b--c`` and ``a--b``'s task ``c`` share a name)."""
+    for other in sorted(slugs - {slug}):
+        rest = name.removeprefix(f"{other}--")
+        if name == other or (rest != name and TASK_ID.fullmatch(rest)):
+            return other
+    return None
+
+
+def _tidy(
+    repo: pygit2.Repository, build: _Build, result: GcResult, dry_run: bool, archived_build: bool
 ) -> None:
     verb = "would remove" if dry_run else "removed"
-    path = worktrees_dir(repo) / slug
+    slug, state = build.slug, build.state
+    for name in (slug, *build.tasks):
+        _worktree(repo, name, result, dry_run)
+    folder = home_path(repo, slug)  # the build's HOME (isolation), its tasks' too
+    if folder.exists():
+        if not dry_run:
+            shutil.rmtree(folder, ignore_errors=True)
+        result.lines.append(f"{verb} home {folder}")
+    for name in build.tasks:
+        # Before the build branch: while it is there, it holds a landed task's commits.
+        _branch(repo, name, _landed_in_merged(repo, state), result, dry_run)
+    _branch(repo, slug, lambda tip: _merged_at(state, tip), result, dry_run)
+    if not archived_build:
+        return  # a live build's own refs stay: `retry` may need them
+    for name in (slug, *build.tasks):
+        ref = repo.references.get(DISCARDED + name)
+        if ref is not None:
+            if not dry_run:
+                ref.delete()
+            result.lines.append(f"{verb} {DISCARDED + name}")
+    for kind, folder in (("task logs", logs_dir(repo, slug)), ("slots", build_slots(repo, slug))):
+        if folder.exists():
+            if not dry_run:
+                shutil.rmtree(folder, ignore_errors=True)
+            result.lines.append(f"{verb} {kind} {folder}")
+    _leases(repo, slug, result, dry_run)
+
+
+def _worktree(repo: pygit2.Repository, name: str, result: GcResult, dry_run: bool) -> None:
+    """A build's or task's worktree, what [setup] noted of it, and its private git dir."""
+    verb = "would remove" if dry_run else "removed"
+    path = worktrees_dir(repo) / name
     if path.exists():
         if not dry_run:
             _remove_worktree(repo, path)
         result.lines.append(f"{verb} worktree {path}")
     if not dry_run:
-        marker_of(path).unlink(missing_ok=True)  # what [setup] noted of that worktree
-    # The worktree's private git dir and the build's HOME (isolation) go with it.
-    for kind, folder in (("git dir", gitdir.path_of(repo, slug)), ("home", home_path(repo, slug))):
-        if folder.exists():
-            if not dry_run:
-                shutil.rmtree(folder, ignore_errors=True)
-            result.lines.append(f"{verb} {kind} {folder}")
-    branch = repo.references.get(BRANCHES + slug)
-    if branch is not None:
-        tip = str(branch.resolve().target)
-        if _merged_at(state, tip) or _kept_elsewhere(repo, BRANCHES + slug, tip):
-            if not dry_run:
-                branch.delete()
-            result.lines.append(f"{verb} branch agentrun/{slug} (was {tip[:10]})")
-        else:
-            result.kept += 1
-            result.lines.append(
-                f"kept branch agentrun/{slug}: its commits are on no other branch or "
-                f"remote (delete it with `git branch -D agentrun/{slug}`)"
-            )
-    if not archived_build:
-        return  # a live build's own refs stay: `retry` may need them
-    ref = repo.references.get(DISCARDED + slug)
-    if ref is not None:
+        marker_of(path).unlink(missing_ok=True)
+    folder = gitdir.path_of(repo, name)
+    if folder.exists():
         if not dry_run:
-            ref.delete()
-        result.lines.append(f"{verb} {DISCARDED + slug}")
-    _lease(repo, slug, result, dry_run)
+            shutil.rmtree(folder, ignore_errors=True)
+        result.lines.append(f"{verb} git dir {folder}")
+
+
+def _branch(
+    repo: pygit2.Repository,
+    name: str,
+    merged: Callable[[str], bool],
+    result: GcResult,
+    dry_run: bool,
+) -> None:
+    """Delete ``agentrun/<name>`` if its tip is ``merged`` or kept elsewhere; else name it."""
+    branch = repo.references.get(BRANCHES + name)
+    if branch is None:
+        return
+    tip = str(branch.resolve().target)
+    if merged(tip) or _kept_elsewhere(repo, BRANCHES + name, tip):
+        if not dry_run:
+            branch.delete()
+        verb = "would remove" if dry_run else "removed"
+        result.lines.append(f"{verb} branch agentrun/{name} (was {tip[:10]})")
+    else:
+        result.kept += 1
+        result.lines.append(
+            f"kept branch agentrun/{name}: its commits are on no other branch or "
+            f"remote (delete it with `git branch -D agentrun/{name}`)"
+        )
 
 
 def _merged_at(state: BuildState | None, tip: str) -> bool:
@@ -131,6 +228,19 @@ def _merged_at(state: BuildState | None, tip: str) -> bool:
     if state is None or proposal is None or not proposal.merged:
         return False
     return tip in (state.head, state.published_head)
+
+
+def _landed_in_merged(repo: pygit2.Repository, state: BuildState | None) -> Callable[[str], bool]:
+    """Whether a task branch's tip is in what the build's merged proposal took in."""
+
+    def merged(tip: str) -> bool:
+        proposal = None if state is None else state.proposal
+        if state is None or proposal is None or not proposal.merged:
+            return False
+        heads = {h for h in (state.head, state.published_head) if h}
+        return tip in heads or any(repo.descendant_of(h, tip) for h in heads)
+
+    return merged
 
 
 def _kept_elsewhere(repo: pygit2.Repository, own: str, tip: str) -> bool:
@@ -149,15 +259,17 @@ def _kept_elsewhere(repo: pygit2.Repository, own: str, tip: str) -> bool:
     return False
 
 
-def _lease(repo: pygit2.Repository, slug: str, result: GcResult, dry_run: bool) -> None:
-    """A finished build's lease that nobody holds any more (a runner killed at the end)."""
-    held = read_lease(repo, slug)
-    if held is None or not is_stale(held[1]):
-        return
-    if dry_run:
-        result.lines.append(f"would remove {lease_ref(slug)}")
-    elif clear_stale(repo, slug):
-        result.lines.append(f"removed {lease_ref(slug)}")
+def _leases(repo: pygit2.Repository, slug: str, result: GcResult, dry_run: bool) -> None:
+    """A finished build's lease and its tasks' that nobody holds any more (a runner or
+    a task's job killed at the end); a live holder's stays."""
+    for key in (slug, *task_lease_keys(repo, slug)):
+        held = read_lease(repo, key)
+        if held is None or not is_stale(held[1]):
+            continue
+        if dry_run:
+            result.lines.append(f"would remove {lease_ref(key)}")
+        elif clear_stale(repo, key):
+            result.lines.append(f"removed {lease_ref(key)}")
 
 
 def _remove_worktree(repo: pygit2.Repository, path: Path) -> None:

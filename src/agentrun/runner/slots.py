@@ -18,7 +18,7 @@ from pathlib import Path
 import pygit2
 
 from agentrun.config import Policy
-from agentrun.gitrepo import common_dir
+from agentrun.gitrepo import agentrun_dir
 
 POLL_SECONDS = 0.2
 ALL = "all"  # the repository-wide slots; a build's are under builds/<slug>
@@ -38,6 +38,11 @@ def _take(folder: Path, count: int) -> int | None:
     return None
 
 
+def build_slots(repo: pygit2.Repository, slug: str) -> Path:
+    """The slot files of build ``slug`` (``max_parallel`` of its sessions at once)."""
+    return agentrun_dir(repo) / "slots" / "builds" / slug
+
+
 @contextlib.contextmanager
 def session_slot(
     repo: pygit2.Repository,
@@ -47,9 +52,9 @@ def session_slot(
 ) -> Iterator[None]:
     """Hold a slot of the build and one of the repository while the block runs; wait
     (calling ``waiting`` at each look, which may raise to stop) until both are free."""
-    root = common_dir(repo) / "agentrun" / "slots"
+    root = agentrun_dir(repo) / "slots"
     while True:
-        mine = _take(root / "builds" / slug, policy.max_parallel)
+        mine = _take(build_slots(repo, slug), policy.max_parallel)
         if mine is not None:
             shared = _take(root / ALL, policy.max_sessions)
             if shared is not None:

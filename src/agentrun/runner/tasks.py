@@ -28,7 +28,7 @@ from typing import Literal
 import pygit2
 
 from agentrun import events as ev
-from agentrun.gitrepo import common_dir, signature
+from agentrun.gitrepo import agentrun_dir, signature
 from agentrun.kernel.decide import Integrate, RunTasks
 from agentrun.kernel.draft import Draft
 from agentrun.kernel.paths import any_matches
@@ -41,6 +41,11 @@ from agentrun.store.log import build_ref
 POLL_SECONDS = 0.5
 GATE_TAIL = 4000
 HELD = 7  # the task command's exit when another job holds the task
+
+
+def logs_dir(repo: pygit2.Repository, slug: str) -> Path:
+    """Where the task processes of build ``slug`` write their output (``<task>.log``)."""
+    return agentrun_dir(repo) / "tasks" / slug
 
 
 @dataclass
@@ -77,7 +82,7 @@ class TaskPool:
                 return
 
     def _start(self, task: str, stop_at: float | None) -> None:
-        folder = common_dir(self.repo) / "agentrun" / "tasks" / self.slug
+        folder = logs_dir(self.repo, self.slug)
         folder.mkdir(parents=True, exist_ok=True)
         log = folder / f"{task}.log"
         argv = [sys.executable, "-m", "agentrun", "task", self.slug, task, "--quiet"]

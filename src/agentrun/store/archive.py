@@ -13,8 +13,9 @@ import pygit2
 
 from agentrun.errors import ConcurrentUpdateError
 from agentrun.gitrepo import empty_tree, signature
+from agentrun.kernel.graph import TASK_ID
 from agentrun.store.cas import retry
-from agentrun.store.lease import clear_stale
+from agentrun.store.lease import TASK_LEASES, clear_stale, task_key
 from agentrun.store.log import build_ref, move_ref
 
 ARCHIVE_REF = "refs/agentrun/archive"
@@ -49,8 +50,17 @@ def archive(repo: pygit2.Repository, slug: str, state_name: str) -> str:
     live = repo.references.get(build_ref(slug))
     if live is not None and str(live.target) == tip:
         live.delete()
-    clear_stale(repo, slug)  # a live runner's lease is its to release; a stale one goes
+    # A live runner's lease (a task job's) is its to release; a stale one goes.
+    for key in (slug, *task_lease_keys(repo, slug)):
+        clear_stale(repo, key)
     return tip
+
+
+def task_lease_keys(repo: pygit2.Repository, slug: str) -> list[str]:
+    """The lease keys (``store.lease.task_key``) of build ``slug``'s task leases here."""
+    folder = f"{TASK_LEASES}{slug}/"
+    tasks = (name[len(folder) :] for name in repo.references if name.startswith(folder))
+    return [task_key(slug, task) for task in sorted(tasks) if TASK_ID.fullmatch(task)]
 
 
 def archived(repo: pygit2.Repository) -> dict[str, str]:

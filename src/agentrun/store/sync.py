@@ -16,7 +16,9 @@ import pygit2
 
 from agentrun.events import encode
 from agentrun.gitrepo import commit_at
+from agentrun.kernel.graph import TASK_ID
 from agentrun.store.archive import ARCHIVE_REF, archived, merge_archives
+from agentrun.store.lease import TASK_LEASES, is_stale, lease_info, lease_ref
 from agentrun.store.log import EventLog, build_ref, move_ref
 from agentrun.store.notes import NOTES_REF
 from agentrun.store.transport import BRANCHES, RefUpdate, Remote, SyncError, last_line
@@ -85,7 +87,9 @@ def _sync_archive(remote: Remote, updates: list[RefUpdate] | None) -> tuple[str,
     The archives fast-forward either way or, when both sides archived builds, are joined
     by an ``archive: merge`` commit (only when ``updates`` can carry it to the remote).
     A live log, here or there, whose events the archive holds is deleted (compare-and-swap
-    on the remote); one that gained events after it was archived stays live. Returns what
+    on the remote); one that gained events after it was archived stays live. A retired
+    build's task leases there that nobody holds any more (a task's job killed at the end)
+    go with it; its branches stay, as a build branch on a remote always does. Returns what
     happened to the archive and the slugs retired.
     """
     repo = remote.repo
@@ -98,6 +102,7 @@ def _sync_archive(remote: Remote, updates: list[RefUpdate] | None) -> tuple[str,
     done = _join(remote, ARCHIVE_REF, updates, join)
     gone = set[str]()
     theirs_logs = remote.seen_under("builds/")
+    theirs_tasks = remote.seen_under(TASK_LEASES.removeprefix("refs/agentrun/"))
     for slug, tip in archived(repo).items():
         ref = build_ref(slug)
         live = repo.references.get(ref)
@@ -109,7 +114,23 @@ def _sync_archive(remote: Remote, updates: list[RefUpdate] | None) -> tuple[str,
             updates.append(RefUpdate(ref, "", remote_tip))
         if repo.references.get(ref) is None and retired_there:
             gone.add(slug)
+            if updates is not None:
+                updates.extend(_stale_task_leases(repo, slug, theirs_tasks))
     return done, gone
+
+
+def _stale_task_leases(
+    repo: pygit2.Repository, slug: str, theirs: dict[str, str]
+) -> list[RefUpdate]:
+    """Deletions of build ``slug``'s task leases the remote holds (``theirs``: ``slug/id``
+    -> oid, as fetched) that are stale, each compare-and-swap on the oid seen."""
+    return [
+        RefUpdate(lease_ref(key), "", oid)
+        for key, oid in sorted(theirs.items())
+        if key.partition("/")[0] == slug
+        and TASK_ID.fullmatch(key.partition("/")[2])
+        and is_stale(lease_info(repo, oid))
+    ]
 
 
 def _holds(repo: pygit2.Repository, archived_tip: str, log_tip: str) -> bool:
