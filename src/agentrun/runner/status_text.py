@@ -9,6 +9,7 @@ the ``/agentrun answer`` syntax, usage, links) and ``render_hosted_body``.
 from __future__ import annotations
 
 from agentrun.kernel.state import BuildState
+from agentrun.kernel.tasks import task_phase, task_state_name
 
 CHECK = {"pass": "passed", "fail": "failed", "skipped": "skipped"}
 STATUS_MARK = "<!-- agentrun:status {slug} -->"
@@ -38,6 +39,8 @@ def render_status(state: BuildState) -> str:
         f"Base: `{state.base_ref}` ({state.base_sha[:10]}) · head: `{state.head[:10]}` · "
         f"implement rounds: {state.impl_round if state.implemented else 0}",
     ]
+    if state.tasks:
+        lines += ["", "**Tasks**", *_tasks_table(state)]
     lines += _verify_table(state)
     for esc in state.open_escalations:
         lines += [
@@ -80,6 +83,8 @@ def render_hosted_status(state: BuildState, run_url: str | None = None) -> str:
             f"**Question {esc.id}** ({esc.phase}@{esc.round}): {clip(esc.question)}",
             f"Reply with a comment: `/agentrun answer {esc.id} <your answer>`",
         ]
+    if state.tasks:
+        lines += ["", "**Tasks**", *_tasks_table(state)]
     lines += _verify_table(state)
     if state.observations:
         lines += ["", "Follow-ups:"] + [f"- {clip(o, 300)}" for o in state.observations[-10:]]
@@ -102,6 +107,8 @@ def render_hosted_body(state: BuildState, plan: str | None, issue: int | None) -
     lines = [clip(state.goal.strip(), TEXT_LIMIT)]
     if plan:
         lines += ["", "### Plan", "", plan]
+    if state.tasks:
+        lines += ["", "### Tasks", *_tasks_table(state)]
     table = _verify_table(state)
     if table:
         lines += ["", "### Verification", *table]
@@ -132,6 +139,18 @@ def _verify_table(state: BuildState) -> list[str]:
     for step in state.config.verify:
         result = state.verify_results.get(step.name)
         lines.append(f"| {step.name} | {CHECK[result.outcome] if result else 'pending'} |")
+    return lines
+
+
+def _tasks_table(state: BuildState) -> list[str]:
+    """The plan's task graph, one row per task in the plan's order."""
+    lines = ["", "| task | state | phase | round | usage |", "| --- | --- | --- | --- | --- |"]
+    for t in state.tasks.values():
+        ask = next((e.id for e in state.open_escalations if e.task == t.id), None)
+        word = task_state_name(state, t) + (f" (question {ask})" if ask else "")
+        lines.append(
+            f"| `{t.id}` | {word} | {task_phase(t)} | {t.impl_round} | {t.usage.describe()} |"
+        )
     return lines
 
 
