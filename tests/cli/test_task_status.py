@@ -258,6 +258,10 @@ def test_a_task_parked_on_its_question_while_the_others_landed(tmp_path: Path) -
 
     hosted = render_hosted_status(state)
     assert f"| `beta` | parked (question {question.id}) |" in hosted
+    assert f"**Question {question.id}** (implement@1, task `beta`): {QUESTION}" in hosted
+    checklist = "- [x] plan\n- [x] plan review\n- [ ] implement ← now (round 1)\n"
+    assert checklist in hosted  # running the graph is the build's implement stage
+    assert f"(implement@1, task `beta`): {QUESTION}" in render_body(state)
     assert "| `alpha` | landed | landed |" in hosted
     assert f"/agentrun answer {question.id}" in hosted
 

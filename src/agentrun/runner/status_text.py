@@ -8,7 +8,7 @@ the ``/agentrun answer`` syntax, usage, links) and ``render_hosted_body``.
 
 from __future__ import annotations
 
-from agentrun.kernel.state import BuildState
+from agentrun.kernel.state import BuildState, Escalation
 from agentrun.kernel.tasks import task_phase, task_state_name
 
 CHECK = {"pass": "passed", "fail": "failed", "skipped": "skipped"}
@@ -45,7 +45,7 @@ def render_status(state: BuildState) -> str:
     for esc in state.open_escalations:
         lines += [
             "",
-            f"**Question {esc.id}** ({esc.phase}@{esc.round}): {esc.question}",
+            f"**Question {esc.id}** ({_asked_in(esc)}): {esc.question}",
             f'Answer with `git agentrun answer {state.slug} "…"`.',
         ]
     if state.observations:
@@ -80,7 +80,7 @@ def render_hosted_status(state: BuildState, run_url: str | None = None) -> str:
     for esc in state.open_escalations:
         lines += [
             "",
-            f"**Question {esc.id}** ({esc.phase}@{esc.round}): {clip(esc.question)}",
+            f"**Question {esc.id}** ({_asked_in(esc)}): {clip(esc.question)}",
             f"Reply with a comment: `/agentrun answer {esc.id} <your answer>`",
         ]
     if state.tasks:
@@ -142,6 +142,12 @@ def _verify_table(state: BuildState) -> list[str]:
     return lines
 
 
+def _asked_in(esc: Escalation) -> str:
+    """Where a question was asked: ``implement@1``, with its task when a task asked."""
+    where = f"{esc.phase}@{esc.round}"
+    return f"{where}, task `{esc.task}`" if esc.task else where
+
+
 def _tasks_table(state: BuildState) -> list[str]:
     """The plan's task graph, one row per task in the plan's order."""
     lines = ["", "| task | state | phase | round | usage |", "| --- | --- | --- | --- | --- |"]
@@ -164,13 +170,15 @@ def _checklist(state: BuildState) -> list[str]:
         "finalize": not config.finalize,
     }
     finished = state.status == "complete"
-    now = ORDER.index(state.stage) if state.stage in ORDER else 0
+    # Running a task graph is the build's implement stage.
+    current = "implement" if state.stage == "tasks" else state.stage
+    now = ORDER.index(current) if current in ORDER else 0
     lines = []
     for stage, label in STAGES:
         if skip.get(stage):
             continue
         done = finished or ORDER.index(stage) < now
-        here = not done and stage == state.stage and state.status == "running"
+        here = not done and stage == current and state.status == "running"
         suffix = f" ← now (round {state.current_round})" if here else ""
         lines.append(f"- [{'x' if done else ' '}] {label}{suffix}")
     ready = state.proposal is not None and state.proposal.ready
