@@ -108,7 +108,7 @@ def finish(outcome: Outcome) -> NoReturn:
 @json_option
 @click.option("--live-only", is_flag=True, help="Leave archived builds out.")
 def status(as_json: bool, live_only: bool) -> None:
-    """Every build: state, phase, round, open escalation, proposal, age."""
+    """Every build and its tasks: state, phase, round, open escalation, proposal, age."""
     from agentrun.cli.render import status_table, unreadable_line
     from agentrun.commands.inspect import rows, status_json
 

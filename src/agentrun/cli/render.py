@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from agentrun.commands.inspect import BuildRow
-from agentrun.events import describe_actor
+from agentrun.commands.inspect import BuildRow, task_rows
+from agentrun.events import Usage, describe_actor
 from agentrun.forge.base import ProposalInfo
 from agentrun.kernel.state import BuildState
 from agentrun.store.log import Stored
@@ -68,6 +68,21 @@ def status_table(found: list[BuildRow]) -> None:
                 age(s.created_at),
             ]
         )
+        for task in row.tasks:
+            t = task.task
+            body.append(
+                [
+                    f"  └ {t.id}",
+                    task.state_name,
+                    task.phase,
+                    str(t.impl_round),
+                    task.escalation.id if task.escalation else "-",
+                    "-",
+                    f"{t.usage.tokens:,}",
+                    cost_text(s, t.usage),
+                    "-",
+                ]
+            )
     headers = [
         "BUILD",
         "STATE",
@@ -83,11 +98,13 @@ def status_table(found: list[BuildRow]) -> None:
         click.echo(line)
 
 
-def cost_text(state: BuildState) -> str:
-    """The build's cost; ``?`` marks a total that leaves out sessions of unknown price."""
-    cost = state.usage.cost_usd
+def cost_text(state: BuildState, usage: Usage | None = None) -> str:
+    """The build's cost, or ``usage``'s (one of its tasks'); ``?`` marks a total that may
+    leave out sessions of unknown price (the build had some)."""
+    used = state.usage if usage is None else usage
+    cost = used.cost_usd
     if cost is None:
-        return "unknown" if state.usage.tokens else "-"
+        return "unknown" if used.tokens else "-"
     return f"${cost:.4f}" + ("?" if state.unpriced_models else "")
 
 
@@ -96,8 +113,9 @@ def event_line(stored: Stored) -> str:
     summary = e.payload.summary().replace("\n", " ")
     if len(summary) > 140:
         summary = summary[:137] + "..."
+    task = f"[{e.task}] " if e.task else ""
     return (
-        f"{e.seq:>4} {e.ts:%H:%M:%S} {stored.oid[:8]} {e.type:<24} {summary}"
+        f"{e.seq:>4} {e.ts:%H:%M:%S} {stored.oid[:8]} {e.type:<24} {task}{summary}"
         f"  [{describe_actor(e.actor)}]"
     )
 
@@ -151,12 +169,39 @@ def detail_lines(state: BuildState, artifacts: list[str]) -> list[str]:
         lines.append(f"verify:   {name} {result.outcome} (attempt {result.attempt})")
     for esc in state.escalations:
         status = "open" if esc.is_open else f"answered by {esc.by}: {esc.answer}"
-        lines.append(f"question: {esc.id} {esc.phase}@{esc.round} {esc.question} [{status}]")
+        task = f" (task {esc.task})" if esc.task else ""
+        lines.append(f"question: {esc.id} {esc.phase}@{esc.round}{task} {esc.question} [{status}]")
     for note in state.observations:
         lines.append(f"note:     {note}")
+    lines += task_lines(state)
     if artifacts:
         lines.append("artifacts: " + ", ".join(artifacts))
     return lines
+
+
+def task_lines(state: BuildState) -> list[str]:
+    """The build's task graph, one row per task in the plan's order, for `show`."""
+    if not state.tasks:
+        return []
+    body = []
+    for row in task_rows(state):
+        t = row.task
+        goal = t.goal.strip().splitlines()[0] if t.goal.strip() else ""
+        body.append(
+            [
+                t.id,
+                ",".join(t.deps) or "-",
+                row.state_name,
+                row.phase,
+                str(t.impl_round),
+                f"{t.usage.tokens:,}",
+                cost_text(state, t.usage),
+                row.branch,
+                goal,
+            ]
+        )
+    headers = ["TASK", "DEPS", "STATE", "PHASE", "ROUND", "TOKENS", "COST", "BRANCH", "GOAL"]
+    return [f"tasks ({len(body)}):"] + [f"  {line}" for line in table(headers, body)]
 
 
 def pulls_table(found: list[ProposalInfo]) -> None:

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import pygit2
 
 from agentrun.errors import AgentrunError, UnknownBuildError
-from agentrun.kernel.state import BuildState
+from agentrun.kernel.state import BuildState, Escalation, TaskState
+from agentrun.kernel.tasks import branch_of, task_phase, task_state_name
 from agentrun.store.archive import archived
 from agentrun.store.cache import StateCache, load_state
-from agentrun.store.lease import held
+from agentrun.store.lease import held, task_key
 from agentrun.store.log import EventLog, Stored, check_slug
 
 JSON_SCHEMA = 1
@@ -30,16 +31,71 @@ def state_word(state: BuildState, runner: str | None) -> str:
 
 
 @dataclass(frozen=True)
+class TaskRow:
+    """One task of a build's graph as `status` and `show` list it."""
+
+    task: TaskState
+    state_name: str
+    phase: str
+    escalation: Escalation | None
+    branch: str
+    runner: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        t = self.task
+        return {
+            "id": t.id,
+            "state": self.state_name,
+            "phase": self.phase,
+            "round": t.impl_round,
+            "escalation": None if self.escalation is None else self.escalation.id,
+            "usage": t.usage.model_dump(mode="json"),
+            "sessions": t.sessions,
+            "deps": list(t.deps),
+            "branch": self.branch,
+            "runner": self.runner,
+        }
+
+
+def task_rows(
+    state: BuildState, runners: dict[str, str] | None = None, build_runner: str | None = None
+) -> list[TaskRow]:
+    """The build's tasks in the plan's order. With ``runners`` (the live holders of the
+    task leases, as `status` reads them), a running task that neither its own runner nor
+    the build's holds is ``stopped``, as a build is."""
+    found = []
+    for t in state.tasks.values():
+        word = task_state_name(state, t)
+        runner = None if runners is None else runners.get(t.id)
+        if runners is not None and word == "running" and runner is None and build_runner is None:
+            word = STOPPED
+        asked = next((e for e in state.open_escalations if e.task == t.id), None)
+        branch = branch_of(state.branch, t.id)
+        found.append(TaskRow(t, word, task_phase(t), asked, branch, runner))
+    return found
+
+
+@dataclass(frozen=True)
 class BuildRow:
     state: BuildState
     tip: str
     archived: bool
     runner: str | None
+    task_runners: dict[str, str] = field(default_factory=dict)  # task id -> live holder
 
     @property
     def state_name(self) -> str:
-        """An archived build is shown as it was archived; a live one may be ``stopped``."""
-        return self.state.state_name if self.archived else state_word(self.state, self.runner)
+        """An archived build is shown as it was archived; a live one may be ``stopped``
+        (held neither by a runner of its own nor by a runner of one of its tasks)."""
+        if self.archived:
+            return self.state.state_name
+        return state_word(self.state, self.runner or next(iter(self.task_runners.values()), None))
+
+    @property
+    def tasks(self) -> list[TaskRow]:
+        if self.archived:
+            return task_rows(self.state)
+        return task_rows(self.state, self.task_runners, self.runner)
 
     def as_json(self) -> dict[str, Any]:
         s = self.state
@@ -71,6 +127,7 @@ class BuildRow:
             },
             "runner": self.runner,
             "archived": self.archived,
+            "tasks": [t.as_json() for t in self.tasks],
         }
 
 
@@ -129,7 +186,8 @@ def rows(repo: pygit2.Repository, include_archived: bool = True) -> Listing:
         read = read_build(log, cache, slug, unreadable, at)
         if read is not None:
             runner = None if old else live_runner(repo, slug)
-            found.append(BuildRow(read[1], read[0], old, runner))
+            tasks = {} if old else task_runners(repo, read[1])
+            found.append(BuildRow(read[1], read[0], old, runner, tasks))
     found.sort(key=lambda r: r.state.created_at or EPOCH, reverse=True)
     return Listing(found, unreadable)
 
@@ -141,6 +199,19 @@ def live_runner(repo: pygit2.Repository, slug: str) -> str | None:
     """Who runs the build now: a live lease here, else one the last fetch saw on a remote."""
     runner = held(repo, slug)
     return None if runner is None else runner.name()
+
+
+def task_runners(repo: pygit2.Repository, state: BuildState) -> dict[str, str]:
+    """Who runs each of the build's tasks now (a live task lease), for tasks some runner
+    holds; a finished build's are not looked for."""
+    if state.status != "running":
+        return {}
+    found = {}
+    for task in state.tasks:
+        holder = held(repo, task_key(state.slug, task))
+        if holder is not None:
+            found[task] = holder.name()
+    return found
 
 
 def status_json(listing: Listing) -> dict[str, Any]:

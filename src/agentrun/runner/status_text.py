@@ -8,7 +8,8 @@ the ``/agentrun answer`` syntax, usage, links) and ``render_hosted_body``.
 
 from __future__ import annotations
 
-from agentrun.kernel.state import BuildState
+from agentrun.kernel.state import BuildState, Escalation
+from agentrun.kernel.tasks import task_phase, task_state_name
 
 CHECK = {"pass": "passed", "fail": "failed", "skipped": "skipped"}
 STATUS_MARK = "<!-- agentrun:status {slug} -->"
@@ -38,11 +39,13 @@ def render_status(state: BuildState) -> str:
         f"Base: `{state.base_ref}` ({state.base_sha[:10]}) · head: `{state.head[:10]}` · "
         f"implement rounds: {state.impl_round if state.implemented else 0}",
     ]
+    if state.tasks:
+        lines += ["", "**Tasks**", *_tasks_table(state)]
     lines += _verify_table(state)
     for esc in state.open_escalations:
         lines += [
             "",
-            f"**Question {esc.id}** ({esc.phase}@{esc.round}): {esc.question}",
+            f"**Question {esc.id}** ({_asked_in(esc)}): {esc.question}",
             f'Answer with `git agentrun answer {state.slug} "…"`.',
         ]
     if state.observations:
@@ -77,9 +80,11 @@ def render_hosted_status(state: BuildState, run_url: str | None = None) -> str:
     for esc in state.open_escalations:
         lines += [
             "",
-            f"**Question {esc.id}** ({esc.phase}@{esc.round}): {clip(esc.question)}",
+            f"**Question {esc.id}** ({_asked_in(esc)}): {clip(esc.question)}",
             f"Reply with a comment: `/agentrun answer {esc.id} <your answer>`",
         ]
+    if state.tasks:
+        lines += ["", "**Tasks**", *_tasks_table(state)]
     lines += _verify_table(state)
     if state.observations:
         lines += ["", "Follow-ups:"] + [f"- {clip(o, 300)}" for o in state.observations[-10:]]
@@ -102,6 +107,8 @@ def render_hosted_body(state: BuildState, plan: str | None, issue: int | None) -
     lines = [clip(state.goal.strip(), TEXT_LIMIT)]
     if plan:
         lines += ["", "### Plan", "", plan]
+    if state.tasks:
+        lines += ["", "### Tasks", *_tasks_table(state)]
     table = _verify_table(state)
     if table:
         lines += ["", "### Verification", *table]
@@ -135,6 +142,24 @@ def _verify_table(state: BuildState) -> list[str]:
     return lines
 
 
+def _asked_in(esc: Escalation) -> str:
+    """Where a question was asked: ``implement@1``, with its task when a task asked."""
+    where = f"{esc.phase}@{esc.round}"
+    return f"{where}, task `{esc.task}`" if esc.task else where
+
+
+def _tasks_table(state: BuildState) -> list[str]:
+    """The plan's task graph, one row per task in the plan's order."""
+    lines = ["", "| task | state | phase | round | usage |", "| --- | --- | --- | --- | --- |"]
+    for t in state.tasks.values():
+        ask = next((e.id for e in state.open_escalations if e.task == t.id), None)
+        word = task_state_name(state, t) + (f" (question {ask})" if ask else "")
+        lines.append(
+            f"| `{t.id}` | {word} | {task_phase(t)} | {t.impl_round} | {t.usage.describe()} |"
+        )
+    return lines
+
+
 def _checklist(state: BuildState) -> list[str]:
     config = state.config
     skip = {
@@ -145,13 +170,15 @@ def _checklist(state: BuildState) -> list[str]:
         "finalize": not config.finalize,
     }
     finished = state.status == "complete"
-    now = ORDER.index(state.stage) if state.stage in ORDER else 0
+    # Running a task graph is the build's implement stage.
+    current = "implement" if state.stage == "tasks" else state.stage
+    now = ORDER.index(current) if current in ORDER else 0
     lines = []
     for stage, label in STAGES:
         if skip.get(stage):
             continue
         done = finished or ORDER.index(stage) < now
-        here = not done and stage == state.stage and state.status == "running"
+        here = not done and stage == current and state.status == "running"
         suffix = f" ← now (round {state.current_round})" if here else ""
         lines.append(f"- [{'x' if done else ' '}] {label}{suffix}")
     ready = state.proposal is not None and state.proposal.ready
