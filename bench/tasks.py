@@ -7,13 +7,15 @@
    5 s (1 s with ``--quick``), with ``[policy] max_parallel = 4``, against the same
    build with ``max_parallel = 1`` and a plan of one task with the same sleep, all in
    the same run (interleaved, median). The issue's target: parallel at most 1.5x the
-   one-task build. Where the parallel build's time goes is read from its log (each
-   event's ``ts`` is to the microsecond, and the runner writes every event of its
-   own): before the tasks, the task processes' start, the sessions, the queue, after.
+   one-task build. Where a build's time goes is read from its log (an event's ``ts``
+   is to the microsecond, its ``writer`` names the process): before the tasks, the
+   task processes' start, the sessions, the queue, after; and how long a passed task
+   waits to land.
 2. The integration queue's own time per task: ``runner.tasks.integrate`` (merge, gate,
    fast-forward, ``task.integrated``), timed in-process on a prepared repository whose
-   tasks passed (a real build stopped where its tasks are ready, each task run by its
-   own runner), with no verify command, so no check runs and the gate is empty.
+   tasks passed (a real build stopped where its tasks are ready, then each task run
+   to its end by a runner of its own, in this process), with no verify command, so no
+   check runs and the gate is empty.
    Baseline in the same run: one plain ``git merge`` of the same two commits with the
    git CLI, in a worktree of the same repository.
 
@@ -178,7 +180,7 @@ def builds(root: Path, sleep: float, reps: int, env: dict[str, str]) -> None:
     print(f"builds: {TASKS} independent tasks, implement sessions of {sleep:g} s, median of {reps}")
     print(f"  {TASKS} tasks, max_parallel = {TASKS}  {wall['parallel']:8.2f} s")
     print(f"  {TASKS} tasks, max_parallel = 1  {wall['serial']:8.2f} s")
-    print(f"  1 task                       {wall['one-task']:8.2f} s")
+    print(f"  1 task                   {wall['one-task']:8.2f} s")
     for kind in ("parallel", "one-task"):
         print(f"  where the {kind} build's time went (median over runs, s):")
         parts = [profile(r) for r in runs[kind]]
@@ -207,18 +209,27 @@ def prepared(path: Path) -> tuple[pygit2.Repository, str]:
     return repo, slug
 
 
-def landings(repo: pygit2.Repository, slug: str) -> list[tuple[float, str, str]]:
-    """Each landing the queue makes, timed: (seconds, build head before, task head)."""
+@dataclass(frozen=True)
+class Landing:
+    seconds: float  # integrate()
+    prepare: float  # the runner's workspace.prepare before it
+    head: str  # the build head it landed on
+    task_head: str
+
+
+def landings(repo: pygit2.Repository, slug: str) -> list[Landing]:
+    """Each landing the queue makes, timed, as the build's runner makes it."""
     build = BuildHandle(repo, slug, Silent(), writer="bench")
     workspace = Workspace(repo, slug, build.state.branch)
     timed = []
     while isinstance(work := decide(build.refresh()), Integrate):
-        workspace.prepare(build.state.head)  # as the runner does before it integrates
         head = build.state.head
         t0 = time.perf_counter()
+        workspace.prepare(head)
+        t1 = time.perf_counter()
         integrate(build, workspace, work)
-        timed.append((time.perf_counter() - t0, head, work.head))
-    if len(timed) != TASKS or build.refresh().head == timed[-1][1]:
+        timed.append(Landing(time.perf_counter() - t1, t1 - t0, head, work.head))
+    if len(timed) != TASKS or build.refresh().head == timed[-1].head:
         raise RuntimeError(f"the queue landed {len(timed)} of {TASKS} tasks")
     return timed
 
@@ -237,18 +248,22 @@ def git_merges(path: Path, pairs: list[tuple[str, str]]) -> list[float]:
 
 
 def queue(root: Path, reps: int) -> None:
-    ours: list[float] = []
+    done: list[Landing] = []
     merges: list[float] = []
     for rep in range(reps):
         path = root / f"queue-{rep}"
-        repo, slug = prepared(path)
-        timed = landings(repo, slug)
-        ours += [t for t, _, _ in timed]
-        merges += git_merges(path, [(h, t) for _, h, t in timed])
-    ours_ms, merge_ms = statistics.median(ours) * 1e3, statistics.median(merges) * 1e3
+        timed = landings(*prepared(path))
+        done += timed
+        merges += git_merges(path, [(x.head, x.task_head) for x in timed])
+    ours_ms = statistics.median(x.seconds for x in done) * 1e3
+    prepare_ms = statistics.median(x.prepare for x in done) * 1e3
+    merge_ms = statistics.median(merges) * 1e3
     print(f"queue: {reps} build(s) of {TASKS} passed tasks, no check command, median per task")
     print(f"  integrate() (merge, empty gate, fast-forward, event)  {ours_ms:8.1f} ms")
-    print(f"    each landing in order, ms: {' '.join(f'{t * 1e3:.1f}' for t in ours[:TASKS])}")
+    print(
+        f"    each landing in order, ms: {' '.join(f'{x.seconds * 1e3:.1f}' for x in done[:TASKS])}"
+    )
+    print(f"  (before it, the runner's workspace.prepare)            {prepare_ms:8.1f} ms")
     print(f"  baseline: one `git merge` of the same two commits     {merge_ms:8.1f} ms")
     print(f"ratio integrate/git-merge: {ours_ms / merge_ms:.2f}")
 
