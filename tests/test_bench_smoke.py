@@ -31,6 +31,11 @@ RATIO_LINES = {
     "runtimes.py": ["ratio start-overhead/server:", "ratio end-overhead/server:"],
     "secrets.py": ["recall: ", "false-positive candidates in rich", "ratio scrub new/old:"],
     "sweep.py": ["ratio sweep warm/baseline:", "ratio sweep() in-process/baseline:"],
+    "tasks.py": [
+        "ratio parallel/serial:",
+        "ratio parallel/one-task:",
+        "ratio integrate/git-merge:",
+    ],
 }
 
 
