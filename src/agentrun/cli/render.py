@@ -174,6 +174,7 @@ def detail_lines(state: BuildState, artifacts: list[str]) -> list[str]:
     for note in state.observations:
         lines.append(f"note:     {note}")
     lines += task_lines(state)
+    lines += candidate_lines(state)
     if artifacts:
         lines.append("artifacts: " + ", ".join(artifacts))
     return lines
@@ -202,6 +203,42 @@ def task_lines(state: BuildState) -> list[str]:
         )
     headers = ["TASK", "DEPS", "STATE", "PHASE", "ROUND", "TOKENS", "COST", "BRANCH", "GOAL"]
     return [f"tasks ({len(body)}):"] + [f"  {line}" for line in table(headers, body)]
+
+
+def candidate_lines(state: BuildState) -> list[str]:
+    """Best of N, for `show`: every round's candidates, the one that went on, the kept
+    heads (refs/agentrun/candidates/<slug>/<round>/<n>), and a round under way."""
+    body = [
+        [
+            str(c.round),
+            c.id,
+            c.runtime,
+            "passed" if c.passed else f"failed ({c.failing} step(s))",
+            "chosen"
+            if c.chosen
+            else f"kept as refs/agentrun/candidates/{state.slug}/{c.round}/"
+            + c.id.removeprefix("c"),
+            f"{c.tokens:,}",
+            c.head[:10],
+        ]
+        for c in state.candidate_history
+    ]
+    body += [
+        [
+            str(state.candidate_round),
+            c.id,
+            c.runtime or "",
+            c.stage,
+            "running",
+            f"{c.usage.tokens:,}",
+            c.head[:10],
+        ]
+        for c in state.candidates.values()
+    ]
+    if not body:
+        return []
+    headers = ["ROUND", "CANDIDATE", "RUNTIME", "VERIFY", "OUTCOME", "TOKENS", "HEAD"]
+    return [f"candidates ({len(body)}):"] + [f"  {line}" for line in table(headers, body)]
 
 
 def pulls_table(found: list[ProposalInfo]) -> None:

@@ -20,6 +20,7 @@ could have (its slug, or one of its tasks' names) is left alone.
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -37,6 +38,7 @@ from agentrun.isolation.homes import home_path
 from agentrun.kernel.graph import TASK_ID
 from agentrun.kernel.state import BuildState
 from agentrun.kernel.tasks import branch_of
+from agentrun.runner.candidates import CANDIDATES
 from agentrun.runner.setup import marker_of
 from agentrun.runner.slots import build_slots
 from agentrun.runner.tasks import logs_dir
@@ -116,6 +118,8 @@ def _build(
     """The build and the names of its tasks: its graph's, and every task its log says
     started. A name that is another build's slug is that build's (left alone)."""
     ids = set[str]() if state is None else set(state.tasks)
+    if state is not None:  # best-of-N candidates run in worktrees named the same way
+        ids |= set(state.candidates) | {c.id for c in state.candidate_history}
     start = tip or log.tip_oid(slug)
     if state is not None and start is not None:
         with contextlib.suppress(AgentrunError):
@@ -135,6 +139,13 @@ def _build(
                 f"left agentrun/{name} alone: build {other} may have it, not task {task} of {slug}"
             )
     return _Build(slug, state, tuple(names))
+
+
+_CANDIDATE = re.compile(r"--c[0-9]+$")
+
+
+def _always(tip: str) -> bool:
+    return True
 
 
 def _claimant(name: str, slug: str, slugs: set[str]) -> str | None:
@@ -161,7 +172,10 @@ def _tidy(
         result.lines.append(f"{verb} home {folder}")
     for name in build.tasks:
         # Before the build branch: while it is there, it holds a landed task's commits.
-        _branch(repo, name, _landed_in_merged(repo, state), result, dry_run)
+        merged = _landed_in_merged(repo, state)
+        if archived_build and _CANDIDATE.search(name):
+            merged = _always  # what no candidate ref keeps, once archived, nobody wants
+        _branch(repo, name, merged, result, dry_run)
     _branch(repo, slug, lambda tip: _merged_at(state, tip), result, dry_run)
     if not archived_build:
         return  # a live build's own refs stay: `retry` may need them
@@ -171,6 +185,11 @@ def _tidy(
             if not dry_run:
                 ref.delete()
             result.lines.append(f"{verb} {DISCARDED + name}")
+    kept = f"{CANDIDATES}{slug}/"
+    for name in sorted(r for r in repo.references if r.startswith(kept)):
+        if not dry_run:
+            repo.references[name].delete()
+        result.lines.append(f"{verb} {name}")
     for kind, folder in (("task logs", logs_dir(repo, slug)), ("slots", build_slots(repo, slug))):
         if folder.exists():
             if not dry_run:

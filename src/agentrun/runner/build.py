@@ -44,6 +44,7 @@ FROM_OTHERS = frozenset(
         "code-review.verdict",
         "agent.done",
         "verify.verdict",
+        "candidate.selected",
         "escalation.raised",
         "escalation.answered",
         "build.pause-requested",

@@ -41,6 +41,7 @@ def render_status(state: BuildState) -> str:
     ]
     if state.tasks:
         lines += ["", "**Tasks**", *_tasks_table(state)]
+    lines += _candidates_table(state, "**Candidates**")
     lines += _verify_table(state)
     for esc in state.open_escalations:
         lines += [
@@ -85,6 +86,7 @@ def render_hosted_status(state: BuildState, run_url: str | None = None) -> str:
         ]
     if state.tasks:
         lines += ["", "**Tasks**", *_tasks_table(state)]
+    lines += _candidates_table(state, "**Candidates**")
     lines += _verify_table(state)
     if state.observations:
         lines += ["", "Follow-ups:"] + [f"- {clip(o, 300)}" for o in state.observations[-10:]]
@@ -109,6 +111,7 @@ def render_hosted_body(state: BuildState, plan: str | None, issue: int | None) -
         lines += ["", "### Plan", "", plan]
     if state.tasks:
         lines += ["", "### Tasks", *_tasks_table(state)]
+    lines += _candidates_table(state, "### Candidates")
     table = _verify_table(state)
     if table:
         lines += ["", "### Verification", *table]
@@ -158,6 +161,27 @@ def _tasks_table(state: BuildState) -> list[str]:
             f"| `{t.id}` | {word} | {task_phase(t)} | {t.impl_round} | {t.usage.describe()} |"
         )
     return lines
+
+
+def _candidates_table(state: BuildState, title: str) -> list[str]:
+    """Best of N: the candidates of every round, and which went on."""
+    rows = [
+        f"| {c.round} | `{c.id}` | {c.runtime} | {'passed' if c.passed else 'failed'} | "
+        f"{'chosen' if c.chosen else 'kept'} |"
+        for c in state.candidate_history
+    ]
+    rows += [
+        f"| {state.candidate_round} | `{c.id}` | {c.runtime} | {c.stage} | running |"
+        for c in state.candidates.values()
+    ]
+    if not rows:
+        return []
+    head = [
+        "",
+        "| round | candidate | runtime | verify | outcome |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    return ["", title, *head, *rows]
 
 
 def _checklist(state: BuildState) -> list[str]:

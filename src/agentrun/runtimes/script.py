@@ -47,7 +47,7 @@ from agentrun.runtimes.base import (
 )
 from agentrun.runtimes.confine import confined
 
-Verb = Literal["plan", "approve", "revise", "done", "pass", "fail", "escalate", "none"]
+Verb = Literal["plan", "approve", "revise", "done", "pass", "fail", "escalate", "select", "none"]
 DEFAULT_VERBS: dict[str, Verb] = {
     "plan": "plan",
     "plan-review": "approve",
@@ -56,6 +56,7 @@ DEFAULT_VERBS: dict[str, Verb] = {
     "reconcile": "done",
     "finalize": "done",
     "verify": "pass",
+    "select": "select",
 }
 
 
@@ -218,6 +219,8 @@ def _default_text(verb: str, spec: SessionSpec) -> str:
         return f"Plan for {spec.build}: make the change the goal asks for, with a test."
     if verb == "escalate":
         return "What should I do?"
+    if verb == "select":
+        return "1"
     if verb == "fail":
         return "verification failed"
     return ""
