@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 from github_flow import JOB_SECONDS, Site, labeled, must, remote_events, remote_types
+from gitlab_flow import DEVELOPER, Pipeline, issue_event
 from runner.helpers import cli_env, git
+from support.gitlab_api import serving
 from support.prism import GitHubAPI
 
 from agentrun.events import Event
@@ -100,6 +102,8 @@ def test_the_job_lists_the_ready_tasks_and_matrix_jobs_run_each_once(site: Site)
         code, text = finish(proc)
         codes[name] = code
         assert code in (0, HELD), f"{name} exited {code}:\n{text}"
+        if code == HELD:
+            assert f"task a of build {SLUG}" in text  # the one line that says who has it
     assert sorted([codes["a"], codes["a-again"]]) == [0, HELD]
     assert codes["b"] == codes["c"] == 0
 
@@ -123,6 +127,23 @@ def test_the_job_lists_the_ready_tasks_and_matrix_jobs_run_each_once(site: Site)
         assert git(site.origin, "show", f"refs/heads/agentrun/{SLUG}:{task}.txt") == task
 
 
+def test_the_last_job_runs_a_task_no_matrix_job_ran(site: Site) -> None:
+    """A task job that never ran (cancelled, out of runners): the build's runner in the
+    last job runs that task itself, then lands them all."""
+    must(site.job("issues", labeled(7, "Fix the greeting", "", "maintainer")).run())
+    for task in ("a", "b"):
+        code, text = finish(start(site, "task", SLUG, task))
+        assert code == 0, text
+
+    code, text = finish(start(site, "resume", SLUG))
+
+    assert code == 0, text
+    pushed = remote_events(site, SLUG)
+    assert pushed[-1].type == "build.completed"
+    for task in ("a", "b", "c"):
+        assert sessions_of(pushed, task) == ONCE, task
+
+
 def test_a_build_without_a_task_graph_lists_no_tasks(site: Site) -> None:
     site.configure([])
     job = site.job("issues", labeled(8, "Fix the farewell", "Say bye.", "maintainer"))
@@ -131,3 +152,24 @@ def test_a_build_without_a_task_graph_lists_no_tasks(site: Site) -> None:
 
     assert job.outputs()["tasks"] == "[]"
     assert job.outputs()["state"] == "complete"
+
+
+def test_a_gitlab_job_runs_the_tasks_itself_and_lists_none(tmp_path: Path) -> None:
+    """A pipeline's matrix cannot be made from a job's output: no fan-out on GitLab."""
+    with serving(tmp_path / "origin.git") as api:
+        site = Site(tmp_path, api)  # type: ignore[arg-type]  # the origin and checkouts only
+        site.configure(STEPS, VERIFY)
+        api.add_member("maintainer", DEVELOPER)
+        issue = api.add_issue("Fix the greeting", "Say hello.", "maintainer", ("agentrun",))
+        job = Pipeline(site.clone(), api, issue_event(issue, "maintainer"))
+
+        must(job.run("--forge", "gitlab"))
+
+    outputs = job.outputs()
+    assert "tasks" not in outputs
+    assert outputs["state"] == "complete"
+    pushed = remote_events(site, outputs["slug"])
+    landed = [e.payload.task for e in pushed if e.type == "task.integrated"]
+    assert sorted(landed) == ["a", "b", "c"]
+    for task in ("a", "b", "c"):
+        assert sessions_of(pushed, task) == ONCE, task
