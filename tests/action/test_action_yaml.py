@@ -87,6 +87,11 @@ def test_the_token_reaches_agentrun_on_a_descriptor_and_no_environment_keeps_it(
             {"AGENTRUN_INPUT_BUILD": "b-1", "AGENTRUN_INPUT_TASK": "api"},
             "task b-1 api --remote origin --time-limit 300",
         ),
+        # An input is one argument, never shell: the CLI refuses what is not a task id.
+        (
+            {"AGENTRUN_INPUT_BUILD": "b-1", "AGENTRUN_INPUT_TASK": '$(touch "$OUT/ran"); x'},
+            'task b-1 $(touch "$OUT/ran"); x --remote origin --time-limit 300',
+        ),
     ],
 )
 def test_the_shell_step_leaves_no_environment_holding_the_token(
@@ -128,6 +133,7 @@ def test_the_shell_step_leaves_no_environment_holding_the_token(
     assert "AGENTRUN_TOKEN_FD=3" in environ
     assert token not in environ
     assert (tmp_path / "argv").read_text() == argv + "\n"
+    assert not (tmp_path / "ran").exists()
 
 
 def test_the_commit_identity_defaults_to_the_actions_bot() -> None:
