@@ -59,7 +59,7 @@ def test_a_review_on_a_pull_request_that_is_not_a_builds_steers_nothing(site: Si
     )
     assert remote_types(site, SLUG) == before
     assert site.api.requests == []  # nothing asked of the API
-    assert job.outputs() == {"slug": "", "pr-url": "", "state": ""}
+    assert job.outputs() == {"slug": "", "pr-url": "", "state": "", "tasks": "[]"}
 
 
 def test_the_same_review_on_the_builds_branch_starts_the_next_round(site: Site) -> None:
@@ -102,7 +102,7 @@ def test_a_failed_build_writes_its_outputs(site: Site) -> None:
     done = job.run()
 
     assert done.returncode == 6, done.stdout + done.stderr  # a failed build fails the job
-    assert job.outputs() == {"slug": SLUG, "pr-url": "", "state": "failed"}
+    assert job.outputs() == {"slug": SLUG, "pr-url": "", "state": "failed", "tasks": "[]"}
 
 
 def test_a_job_that_errors_still_writes_what_it_knew(site: Site) -> None:
@@ -119,7 +119,7 @@ def test_a_job_that_errors_still_writes_what_it_knew(site: Site) -> None:
     assert done.returncode == 1
     assert done.stderr.startswith("agentrun: the github forge needs a token")
     assert done.stderr.count("\n") == 1
-    assert job.outputs() == {"slug": SLUG, "pr-url": "", "state": "parked"}
+    assert job.outputs() == {"slug": SLUG, "pr-url": "", "state": "parked", "tasks": "[]"}
 
 
 def test_bad_input_still_writes_the_outputs(site: Site, tmp_path: Path) -> None:

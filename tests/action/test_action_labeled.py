@@ -65,7 +65,7 @@ def test_other_labels_and_actions_are_ignored(site: Site) -> None:
 
     assert "ignored: labeled with label 'bug' (the trigger label is 'agentrun')" in out
     assert remote_slugs(site) == []
-    assert job.outputs() == {"slug": "", "pr-url": "", "state": ""}
+    assert job.outputs() == {"slug": "", "pr-url": "", "state": "", "tasks": "[]"}
 
 
 def test_the_config_comes_from_the_base_branch_not_the_checkout(site: Site) -> None:

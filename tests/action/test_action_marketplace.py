@@ -74,7 +74,7 @@ def test_the_app_token_step_works_once_uncommented(tmp_path: Path) -> None:
 
     steps = load(flow)["jobs"]["agentrun"]["steps"]
 
-    assert [s.get("id") for s in steps] == [None, "app-token", None]
+    assert [s.get("id") for s in steps] == [None, "app-token", "agentrun"]
     job = load(EXAMPLE)["jobs"]["agentrun"]
     assert steps[1]["with"] == {
         "app-id": "${{ vars.AGENTRUN_APP_ID }}",

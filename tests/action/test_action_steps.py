@@ -74,6 +74,7 @@ def test_the_action_runs_agentrun_from_a_venv_of_its_own(
         "slug": SLUG,
         "pr-url": "https://github.com/octocat/Hello-World/pull/1347",
         "state": "complete",
+        "tasks": "[]",
     }
     version = git(site.origin, "show", f"agentrun/{SLUG}:found.txt")
     assert version == f"agentrun {agentrun.__version__}"

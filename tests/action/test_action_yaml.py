@@ -40,12 +40,14 @@ def test_the_action_installs_this_package_and_runs_the_action_command() -> None:
         "anthropic-api-key",
         "openai-api-key",
         "timeout-minutes",
+        "build",
+        "task",
         "committer-name",
         "committer-email",
     }
     assert action["inputs"]["github-token"]["default"] == "${{ github.token }}"
     assert action["inputs"]["config"]["default"] == ".agentrun.toml"
-    assert set(action["outputs"]) == {"slug", "pr-url", "state"}
+    assert set(action["outputs"]) == {"slug", "pr-url", "state", "tasks"}
     for name, output in action["outputs"].items():
         assert output["value"] == f"${{{{ steps.agentrun.outputs.{name} }}}}"
     runs = action["runs"]
@@ -62,6 +64,8 @@ def test_the_action_installs_this_package_and_runs_the_action_command() -> None:
     assert env["ANTHROPIC_API_KEY"] == "${{ inputs.anthropic-api-key }}"
     assert env["OPENAI_API_KEY"] == "${{ inputs.openai-api-key }}"
     assert env["AGENTRUN_LABEL"] == "${{ inputs.label }}"
+    assert env["AGENTRUN_INPUT_BUILD"] == "${{ inputs.build }}"
+    assert env["AGENTRUN_INPUT_TASK"] == "${{ inputs.task }}"
     assert not any("inputs." in s or "github." in s for s in scripts)  # no template injection
 
 
@@ -71,12 +75,31 @@ def test_the_token_reaches_agentrun_on_a_descriptor_and_no_environment_keeps_it(
     assert "GITHUB_TOKEN" not in step["env"]
     lines = [line.strip() for line in step["run"].splitlines()]
     assert lines[:2] == ['exec 3<<<"$AGENTRUN_TOKEN"', "unset AGENTRUN_TOKEN"]
-    assert lines[2].startswith('AGENTRUN_TOKEN_FD=3 exec "$AGENTRUN_VENV/bin/git-agentrun" action ')
+    assert 'AGENTRUN_TOKEN_FD=3 exec "$AGENTRUN_VENV/bin/git-agentrun" "$@" \\' in lines
 
 
-def test_the_shell_step_leaves_no_environment_holding_the_token(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("inputs", "argv"),
+    [
+        ({}, "action --config .agentrun.toml --time-limit 300"),
+        ({"AGENTRUN_INPUT_BUILD": "b-1"}, "resume b-1 --remote origin --time-limit 300"),
+        (
+            {"AGENTRUN_INPUT_BUILD": "b-1", "AGENTRUN_INPUT_TASK": "api"},
+            "task b-1 api --remote origin --time-limit 300",
+        ),
+        # An input is one argument, never shell: the CLI refuses what is not a task id.
+        (
+            {"AGENTRUN_INPUT_BUILD": "b-1", "AGENTRUN_INPUT_TASK": '$(touch "$OUT/ran"); x'},
+            'task b-1 $(touch "$OUT/ran"); x --remote origin --time-limit 300',
+        ),
+    ],
+)
+def test_the_shell_step_leaves_no_environment_holding_the_token(
+    tmp_path: Path, inputs: dict[str, str], argv: str
+) -> None:
     """Run the step's script as Actions would, with git-agentrun replaced by a probe that
-    reports every environment it can see up its own process tree and what fd 3 holds."""
+    reports every environment it can see up its own process tree and what fd 3 holds:
+    acting on the event, running a build (the integrate job) or one of its tasks."""
     step = next(s for s in load(ACTION)["runs"]["steps"] if s.get("id") == "agentrun")
     probe = tmp_path / "bin" / "git-agentrun"
     probe.parent.mkdir()
@@ -95,6 +118,7 @@ def test_the_shell_step_leaves_no_environment_holding_the_token(tmp_path: Path) 
         "AGENTRUN_TOKEN": token,
         "AGENTRUN_CONFIG": ".agentrun.toml",
         "AGENTRUN_TIME_LIMIT": "300",
+        **inputs,
     }
     done = subprocess.run(
         ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
@@ -108,7 +132,8 @@ def test_the_shell_step_leaves_no_environment_holding_the_token(tmp_path: Path) 
     environ = (tmp_path / "environ").read_text()
     assert "AGENTRUN_TOKEN_FD=3" in environ
     assert token not in environ
-    assert (tmp_path / "argv").read_text().startswith("action --config .agentrun.toml")
+    assert (tmp_path / "argv").read_text() == argv + "\n"
+    assert not (tmp_path / "ran").exists()
 
 
 def test_the_commit_identity_defaults_to_the_actions_bot() -> None:
@@ -135,7 +160,8 @@ def test_the_example_workflow_triggers_permissions_and_concurrency() -> None:
     assert "github.event.issue.number" in concurrency["group"]
     assert "github.event.pull_request.number" in concurrency["group"]
     assert concurrency["cancel-in-progress"] is False
-    (job,) = flow["jobs"].values()
+    assert list(flow["jobs"]) == ["agentrun", "tasks", "integrate"]
+    job = flow["jobs"]["agentrun"]
     assert job["permissions"] == {
         "contents": "write",
         "pull-requests": "write",
@@ -160,6 +186,33 @@ def test_the_example_workflow_triggers_permissions_and_concurrency() -> None:
     assert int(agentrun["with"]["timeout-minutes"]) < int(job["timeout-minutes"])
 
 
+def test_the_example_fans_a_builds_ready_tasks_out_to_a_matrix() -> None:
+    jobs = load(EXAMPLE)["jobs"]
+    assert jobs["agentrun"]["outputs"] == {
+        "slug": "${{ steps.agentrun.outputs.slug }}",
+        "tasks": "${{ steps.agentrun.outputs.tasks }}",
+    }
+    assert jobs["agentrun"]["steps"][-1]["id"] == "agentrun"
+    tasks, integrate = jobs["tasks"], jobs["integrate"]
+    assert tasks["needs"] == "agentrun"
+    assert tasks["if"] == "needs.agentrun.outputs.tasks != '[]'"  # skipped when none
+    assert tasks["strategy"]["matrix"] == {"task": "${{ fromJSON(needs.agentrun.outputs.tasks) }}"}
+    assert tasks["strategy"]["fail-fast"] is False
+    assert tasks["permissions"] == {"contents": "write"}  # it speaks on no issue or PR
+    # After every task job, also one that exited 7 (its task taken) or failed.
+    assert integrate["needs"] == ["agentrun", "tasks"]
+    assert integrate["if"].startswith("!cancelled() && needs.agentrun.result == 'success'")
+    assert integrate["permissions"] == jobs["agentrun"]["permissions"]
+    slug = "${{ needs.agentrun.outputs.slug }}"
+    for job, task in ((tasks, "${{ matrix.task }}"), (integrate, None)):
+        checkout, agentrun = job["steps"]
+        assert checkout["with"] == {"fetch-depth": 0, "persist-credentials": False}
+        assert agentrun["with"]["build"] == slug
+        assert agentrun["with"].get("task") == task
+        assert agentrun["with"]["anthropic-api-key"] == "${{ secrets.ANTHROPIC_API_KEY }}"
+        assert int(agentrun["with"]["timeout-minutes"]) < int(job["timeout-minutes"])
+
+
 def test_every_action_used_is_pinned_by_commit_with_its_version() -> None:
     found = {}
     for path in (ACTION, EXAMPLE):
@@ -177,8 +230,9 @@ def test_every_action_used_is_pinned_by_commit_with_its_version() -> None:
 
 
 def test_the_example_says_how_to_pin_agentrun_itself() -> None:
-    (line,) = [line for line in uses_lines(EXAMPLE) if "agentrun@" in line]
-    assert line.strip() == "- uses: OWNER/agentrun@v0"
+    found = [line.strip() for line in uses_lines(EXAMPLE) if "agentrun@" in line]
+    # The agentrun job's step (with its id first), the tasks job's and the integrate job's.
+    assert found == ["uses: OWNER/agentrun@v0"] + ["- uses: OWNER/agentrun@v0"] * 2
     text = EXAMPLE.read_text()
     assert "`OWNER/agentrun@<commit> # v0.1.0`" in text
     assert "`OWNER/agentrun@<commit> # v0.1.0`" in (ROOT / "README.md").read_text()
@@ -212,8 +266,8 @@ def test_zizmor_and_actionlint_find_nothing() -> None:
     [
         # An input spliced into the script: code injection for whoever sets the input.
         (
-            'git-agentrun" action --config "$AGENTRUN_CONFIG"',
-            'git-agentrun" action --config ${{ inputs.config }}',
+            'set -- action --config "$AGENTRUN_CONFIG"',
+            "set -- action --config ${{ inputs.config }}",
             "zizmor",
             "template-injection",
         ),

@@ -14,8 +14,9 @@ from agentrun.cli.options import agents_run, time_limit_option
 from agentrun.cli.options import current_repo as _repo
 from agentrun.errors import EXIT_DONE, EXIT_FAILED
 
-# Each forge's adapter: its OUTPUT variable, its EVENT (from_env, kind, payload, site) and
-# the HANDLERS of each kind of event.
+# Each forge's adapter: its OUTPUT variable, its EVENT (from_env, kind, payload, site),
+# the HANDLERS of each kind of event, and FAN_OUT: whether its CI can run a build's ready
+# tasks as jobs of their own (a matrix made from the `tasks` output).
 ADAPTERS = {"github": "agentrun.commands.action", "gitlab": "agentrun.commands.gitlab_action"}
 
 
@@ -59,10 +60,12 @@ def action(
     scheduled pipeline.
 
     Writes slug, pr-url and state to $GITHUB_OUTPUT (GitLab: the dotenv file
-    $AGENTRUN_OUTPUT) when it is set, on an error too. With GITHUB_ACTIONS=true, output
-    lines the runner would take for workflow commands are escaped, and the job ends with
-    a summary in $GITHUB_STEP_SUMMARY, ::notice:: with the pull request and ::error:: with
-    the reason when the step fails.
+    $AGENTRUN_OUTPUT) when it is set, on an error too. On GitHub a build stops where
+    tasks of its task graph are ready, and the output tasks lists them as JSON ([] when
+    none wait) for a matrix job to run each with `git agentrun task`. With
+    GITHUB_ACTIONS=true, output lines the runner would take for workflow commands are
+    escaped, and the job ends with a summary in $GITHUB_STEP_SUMMARY, ::notice:: with the
+    pull request and ::error:: with the reason when the step fails.
     """
     from agentrun.cli.output import outliving_readers
     from agentrun.cli.progress import progress
@@ -81,7 +84,14 @@ def action(
         require_forge(kind)  # before any step, so the job fails in one line
         with progress() as observer:
             job = HostedJob(
-                _repo(), event.site(), config_path, remote, stop_at, label or None, result
+                _repo(),
+                event.site(),
+                config_path,
+                remote,
+                stop_at,
+                label or None,
+                result,
+                fan_out=adapter.FAN_OUT,
             )
             job.observer = observer
             act(job, event.kind, event.payload, adapter.HANDLERS)

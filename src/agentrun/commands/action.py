@@ -12,8 +12,10 @@ This module only reads GitHub's payload; what the job does is forge-neutral
 - ``pull_request.closed`` on a build's pull request (merged or not) archives the build;
   ``schedule`` / ``workflow_dispatch`` sweep.
 
-``$GITHUB_OUTPUT`` gets ``slug``, ``pr-url`` and ``state`` however the job ends
-(``hosted.result.outputs_written``), so a workflow can report a failed job's build.
+``$GITHUB_OUTPUT`` gets ``slug``, ``pr-url``, ``state`` and ``tasks`` however the job ends
+(``hosted.result.outputs_written``), so a workflow can report a failed job's build. A
+build stops where tasks of its graph are ready (``Runner(fan_out=True)``): ``tasks``
+lists them as JSON for a matrix job, one ``git agentrun task SLUG ID`` each.
 """
 
 from __future__ import annotations
@@ -141,3 +143,5 @@ HANDLERS: dict[str, Handler] = {
     "workflow_dispatch": lambda job, payload: job.sweep(),
 }
 EVENT = GitHubEvent
+# A build stops where tasks are ready: the workflow's matrix job runs each (`tasks` output).
+FAN_OUT = True

@@ -167,3 +167,6 @@ HANDLERS: dict[str, Handler] = {
     "sweep": lambda job, payload: sweep(job),
 }
 EVENT = GitLabEvent
+# A pipeline's `parallel:matrix` is fixed when the pipeline is created, so it cannot be
+# made from a list the job writes: the job runs a build's tasks itself.
+FAN_OUT = False

@@ -51,16 +51,20 @@ class HostedJob:
         stop_at: float | None = None,
         label: str | None = None,
         result: JobResult | None = None,
+        fan_out: bool = False,
     ) -> None:
         """``stop_at``: a ``time.monotonic()`` deadline for the runner; ``label``: the
         trigger label when it is not the config's; ``result`` is filled in as the job goes
         (the caller keeps what it holds when the job raises); ``observer`` watches the
-        builds the job runs."""
+        builds the job runs. ``fan_out``: a build that reaches ready tasks stops there,
+        and ``result.tasks`` lists them for CI jobs to run (``git agentrun task``)."""
         self.repo, self.site, self.remote, self.stop_at = repo, site, remote, stop_at
-        self.config_path, self.label = config_path, label
+        self.config_path, self.label, self.fan_out = config_path, label, fan_out
         self._config: Config | None = None
         self.log, self.cache = EventLog(repo), StateCache(repo)
         self.result = result or JobResult()
+        if fan_out:
+            self.result.tasks = ()
         self.observer: Observer | None = None
         self.say = self.result.say
         self.steering = Steering(
@@ -259,7 +263,12 @@ class HostedJob:
             return self.say(f"build {slug} is {self.result.state}; nothing to run")
         try:
             runner = Runner(
-                self.repo, slug, self.observer, remote=self.remote, stop_at=self.stop_at
+                self.repo,
+                slug,
+                self.observer,
+                remote=self.remote,
+                stop_at=self.stop_at,
+                fan_out=self.fan_out,
             )
             outcome = runner.run()
         except LeaseHeldError as exc:
@@ -267,6 +276,13 @@ class HostedJob:
             self.result.show(load_state(self.log, self.cache, slug)[1], holder or "elsewhere")
             return self.say(f"not run here: {exc}" + (f" (held by {holder})" if holder else ""))
         self.result.show(outcome.state)
+        if outcome.waiting == "tasks":
+            self.result.tasks = runner.ready
+            return self.say(
+                f"build {slug} is {self.result.state}: tasks {', '.join(runner.ready)} wait "
+                f"for CI jobs (`git agentrun task {slug} ID --remote {self.remote}`), then "
+                f"`git agentrun resume {slug} --remote {self.remote}` lands them"
+            )
         why = f" (stopped: {outcome.waiting})" if outcome.waiting == "time-limit" else ""
         return self.say(f"build {slug} is {self.result.state}{why}")
 

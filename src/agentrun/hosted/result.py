@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,6 +20,9 @@ class JobResult:
     pr_url: str = ""
     state: str = ""
     build: BuildState | None = None  # the build as last shown (a job summary reads it)
+    # A job that leaves a build's ready tasks to CI jobs (``HostedJob(fan_out=True)``):
+    # their ids, empty when none wait. None: the job runs tasks itself (no output).
+    tasks: tuple[str, ...] | None = None
 
     def show(self, state: BuildState, runner: str | None = None) -> None:
         """The build's outputs; ``runner``: who runs it now (none: it is stopped if running)."""
@@ -29,7 +33,10 @@ class JobResult:
         self.pr_url = state.proposal.url if state.proposal else ""
 
     def outputs(self) -> list[tuple[str, str]]:
-        return [("slug", self.slug), ("pr-url", self.pr_url), ("state", self.state)]
+        found = [("slug", self.slug), ("pr-url", self.pr_url), ("state", self.state)]
+        if self.tasks is not None:
+            found.append(("tasks", json.dumps(list(self.tasks))))
+        return found
 
     def write_outputs(self, path: Path) -> None:
         """Append ``key=value`` lines to a CI's outputs file (``$GITHUB_OUTPUT``)."""

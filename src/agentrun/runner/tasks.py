@@ -41,6 +41,7 @@ from agentrun.store.log import build_ref
 POLL_SECONDS = 0.5
 GATE_TAIL = 4000
 HELD = 7  # the task command's exit when another job holds the task
+HELD_RETRY_SECONDS = 15.0
 
 
 def logs_dir(repo: pygit2.Repository, slug: str) -> Path:
@@ -61,14 +62,17 @@ class TaskPool:
     def __init__(self, repo: pygit2.Repository, slug: str, remote: str | None) -> None:
         self.repo, self.slug, self.remote = repo, slug, remote
         self.children: dict[str, _Child] = {}
-        self.held_elsewhere: set[str] = set()  # tasks another job runs (their exit 7)
+        # Tasks another job runs (their process exited 7), and when to look again: the
+        # other job's lease lapses if it dies, and then a process of ours takes over.
+        self.held_elsewhere: dict[str, float] = {}
         self.failures: list[str] = []
 
     def run(self, decision: RunTasks, stop_at: float | None) -> None:
         """Start a process for each ready task not running yet, then wait a moment for
         one to end or the log to move (the caller re-decides either way)."""
+        now = time.monotonic()
         for task in decision.ready:
-            if task not in self.children:
+            if task not in self.children and self.held_elsewhere.get(task, 0.0) <= now:
                 self._start(task, stop_at)
         log = self.repo.references.get(build_ref(self.slug))
         seen = log.target if log is not None else None
@@ -112,7 +116,7 @@ class TaskPool:
             ended = True
             del self.children[task]
             if code == HELD:
-                self.held_elsewhere.add(task)
+                self.held_elsewhere[task] = time.monotonic() + HELD_RETRY_SECONDS
             elif code not in (0, 4, 5, 6, 7):
                 tail = child.log.read_text(errors="replace").strip().splitlines()[-1:]
                 self.failures.append(f"task {task} exited {code}: {' '.join(tail)}")

@@ -14,10 +14,13 @@ from dataclasses import dataclass, field
 
 import pygit2
 
+from agentrun.errors import AgentrunError
 from agentrun.events import encode
 from agentrun.gitrepo import commit_at
 from agentrun.kernel.graph import TASK_ID
+from agentrun.kernel.tasks import branch_of
 from agentrun.store.archive import ARCHIVE_REF, archived, merge_archives
+from agentrun.store.cache import StateCache, load_state
 from agentrun.store.lease import TASK_LEASES, is_stale, lease_info, lease_ref
 from agentrun.store.log import EventLog, build_ref, move_ref
 from agentrun.store.notes import NOTES_REF
@@ -36,6 +39,7 @@ class BuildSync:
     reparented: int = 0
     onto: int = 0
     branch: str = ""  # "", "pushed", "behind", "diverged"
+    tasks: list[str] = field(default_factory=list)  # the task branches pushed
     conflict: str = ""
 
     def lines(self) -> list[str]:
@@ -62,6 +66,8 @@ class BuildSync:
                 "(not pushed; merge or rebase it, then sync again)"
             ],
         }[self.branch]
+        if self.tasks:
+            what.append(f"task branches pushed: {', '.join(self.tasks)}")
         return [f"build {self.slug}: " + "; ".join(what)]
 
 
@@ -156,6 +162,7 @@ def sync(repo: pygit2.Repository, remote_name: str) -> SyncResult:
     for slug in sorted(slugs):
         found = _sync_log(log, slug, theirs_logs.get(slug), updates)
         found.branch = _sync_branch(repo, slug, theirs_branches.get(slug), updates)
+        found.tasks = _sync_task_branches(remote, slug, updates) if not found.conflict else []
         result.builds.append(found)
     result.notes = _sync_notes(remote, updates)
     _sync_pulls(remote, updates)
@@ -176,11 +183,13 @@ def build_updates(remote: Remote, slug: str) -> tuple[BuildSync, list[RefUpdate]
 
     The local log is fast-forwarded, or its local-only events are re-parented onto the
     remote tip; the remote's notes are merged. Returns what happened and the updates a
-    push needs (log, build branch, notes), each expecting the oid the remote was seen at.
+    push needs (log, build branch, task branches, notes), each expecting the oid the
+    remote was seen at.
     """
     updates = list[RefUpdate]()
     found = _sync_log(EventLog(remote.repo), slug, remote.seen(f"builds/{slug}"), updates)
     found.branch = _sync_branch(remote.repo, slug, remote.seen(f"branches/{slug}"), updates)
+    found.tasks = _sync_task_branches(remote, slug, updates) if not found.conflict else []
     _sync_notes(remote, updates)
     _sync_pulls(remote, updates)
     return found, updates
@@ -283,6 +292,33 @@ def _sync_branch(
         return "behind" if repo.descendant_of(theirs, ours) else "diverged"
     updates.append(RefUpdate(ref, ours, theirs))
     return "pushed"
+
+
+def _sync_task_branches(remote: Remote, slug: str, updates: list[RefUpdate]) -> list[str]:
+    """Push each task's branch (``agentrun/<slug>--<id>``) at the head the log gives it.
+
+    A task may run on another machine than the one that lands it (a CI matrix job): the
+    lander merges the commit the log names, so the branch goes in the same atomic push
+    as the events that name it. The log decides where the branch is, not the local ref
+    (which a session in flight moves, and a reset after a crash moves back); the
+    compare-and-swap on the oid seen keeps whatever another writer pushed meanwhile.
+    Returns the tasks whose branch is pushed.
+    """
+    repo = remote.repo
+    try:
+        state = load_state(EventLog(repo), StateCache(repo), slug)[1]
+    except AgentrunError:
+        return []  # the runner, or status, says what is wrong with this log
+    pushed = []
+    for task in state.tasks.values():
+        if not task.head or pygit2.Oid(hex=task.head) not in repo:
+            continue  # not started yet (or its commit never reached this clone)
+        ref = f"refs/heads/{branch_of(state.branch, task.id)}"
+        theirs = _oid(repo, remote.tracking_ref(ref))
+        if theirs != task.head:
+            updates.append(RefUpdate(ref, task.head, theirs))
+            pushed.append(task.id)
+    return pushed
 
 
 def _sync_notes(remote: Remote, updates: list[RefUpdate]) -> str:
