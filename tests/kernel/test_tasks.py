@@ -397,6 +397,24 @@ def test_a_budget_question_from_one_task_parks_every_task() -> None:
         "alpha",
     )
     assert decide_task(log.state, "beta") == Wait("parked")
+    assert decide(log.state) == Wait("parked")
+
+
+def test_a_parked_build_waits_for_the_tasks_in_the_middle_of_a_phase() -> None:
+    """The build's runner does not leave while a task's session runs: the task finishes
+    its phase, then stops at the question like the others."""
+    log = planned()
+    log.add(ev.TaskStarted(task="beta", base_sha=BASE), "beta")
+    log.add(ev.ImplementStarted(round=1), "beta")
+    log.add(
+        ev.EscalationRaised(
+            id="e1", phase="implement", round=1, source="policy", cause="budget", question="?"
+        ),
+        "alpha",
+    )
+    assert decide(log.state) == RunTasks(("beta",))
+    log.implement("beta", "c" * 40)  # the rest of the phase: its session, its commit
+    assert decide(log.state) == Wait("parked")
 
 
 def test_an_event_of_a_task_the_graph_does_not_have_changes_nothing() -> None:

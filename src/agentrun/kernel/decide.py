@@ -80,7 +80,10 @@ def decide(s: BuildState) -> Decision:
         # A runner closes what a dead runner left open before it decides.
         return Wait("in-flight")
     if s.parks:
-        return Wait("parked")
+        # Tasks or candidates in the middle of a phase finish it first: their runners
+        # stop at the next boundary, and the build parks once none runs.
+        running = tuple(p.id for p in tasks.parts(s) if p.in_flight or p.session)
+        return RunTasks(running) if running and s.task is None else Wait("parked")
     if s.stage == "tasks" and s.task is None:
         return _task_graph(s)
     if s.setup_permanent or s.setup_failures >= s.config.policy.max_phase_attempts:

@@ -55,6 +55,11 @@ def has_part(s: BuildState, task: str) -> bool:
     return task in s.tasks or task in s.candidates
 
 
+def parts(s: BuildState) -> tuple[TaskState, ...]:
+    """The build's tasks and the implement round's candidates."""
+    return (*s.tasks.values(), *s.candidates.values())
+
+
 def part(s: BuildState, task: str) -> TaskState:
     """Task ``task`` of the graph, or candidate ``task`` of the implement round."""
     return s.candidates[task] if task in s.candidates else s.tasks[task]
@@ -155,7 +160,7 @@ def reserved(s: BuildState, task: str | None) -> tuple[int, float]:
     """What the sessions running in the other tasks are estimated to spend: before one
     more session starts, its own estimate and theirs must fit the budget."""
     tokens, usd = 0, 0.0
-    for other in (*s.tasks.values(), *s.candidates.values()):
+    for other in parts(s):
         flight = other.in_flight
         if other.id == task or flight is None:
             continue
