@@ -147,11 +147,17 @@ def _task_graph(s: BuildState) -> Decision:
     for t in s.tasks.values():
         if t.stage == "passed" and tasks.deps_landed(s, t):
             return Integrate(task=t.id, head=t.head, changed_paths=t.changed_paths)
+    return _frontier(s, tuple(s.tasks))
+
+
+def _frontier(s: BuildState, parts: tuple[str, ...]) -> RunTasks | Wait:
+    """The tasks (or candidates) that may run now; one whose runner is in the middle of a
+    phase is in it too, so that a runner takes over if that one died."""
     ready = []
-    for t in s.tasks.values():
-        move = decide_task(s, t.id)
+    for part in parts:
+        move = decide_task(s, part)
         if not isinstance(move, Wait) or move.reason == "in-flight":
-            ready.append(t.id)
+            ready.append(part)
     return RunTasks(tuple(ready)) if ready else Wait("parked")
 
 
@@ -160,12 +166,7 @@ def _candidates(s: BuildState, runtimes: tuple[str, ...]) -> Decision:
     if s.candidate_round != s.impl_round or not s.candidates:
         return StartCandidates(round=s.impl_round, base_sha=s.head, runtimes=runtimes)
     if not tasks.done_candidates(s):
-        ready = []
-        for c in s.candidates.values():
-            move = decide_task(s, c.id)
-            if not isinstance(move, Wait) or move.reason == "in-flight":
-                ready.append(c.id)
-        return RunTasks(tuple(ready)) if ready else Wait("parked")
+        return _frontier(s, tuple(s.candidates))
     passing = tasks.passing(s)
     if len(passing) > 1 and "select" in s.config.roles:
         if s.selected is None:

@@ -13,9 +13,11 @@ from agentrun.kernel.session_end import (
     Changes,
     checks_stage,
     escalation,
+    implemented,
     next_impl_round,
     report,
     session_ended,
+    verify_recorded,
 )
 from agentrun.kernel.state import (
     FEEDBACK_TAIL,
@@ -23,7 +25,6 @@ from agentrun.kernel.state import (
     InFlight,
     OpenSession,
     Proposal,
-    StepResult,
     attempt_key,
 )
 from agentrun.snapshot import read as read_snapshot
@@ -144,11 +145,7 @@ def _apply(s: BuildState, event: ev.Event) -> Changes:
                 "in_flight": None,
                 "head": p.head,
                 "changed_paths": p.changed_paths,
-                "implemented": True,
-                "feedback": (),
-                "verify_results": {},
-                "finalize_results": {},
-                "stage": "code-review" if s.config.pipeline.code_review else checks_stage(s.config),
+                **implemented(s),
             }
         case ev.VerifyCompleted():
             if s.task is not None and s.task in s.candidates:
@@ -311,16 +308,13 @@ def _in_flight(s: BuildState, phase: str, round_: int, event: ev.Event) -> InFli
 
 
 def _verify_completed(s: BuildState, p: ev.VerifyCompleted) -> Changes:
-    result = StepResult(outcome=p.outcome, attempt=p.attempt, reason=p.reason, report=p.report)
-    results = {**s.verify_results, p.step: result}
-    changes: Changes = {"in_flight": None, "verify_results": results}
-    if p.head:
-        changes["head"] = p.head
+    changes = verify_recorded(s, p)
+    done = {*s.verify_results, p.step}
     if p.outcome == "fail":
         tail = p.reason[-FEEDBACK_TAIL:]
         feedback = (f"Verify step `{p.step}` failed in round {p.round}:\n{tail}",)
         changes.update(next_impl_round(s, feedback))
-    elif all(step.name in results for step in s.config.verify):
+    elif all(step.name in done for step in s.config.verify):
         changes["stage"] = "finalize" if s.config.finalize else "done"
     return changes
 

@@ -15,6 +15,7 @@ from agentrun.kernel.state import (
     ResumableSession,
     RoleUsage,
     Stage,
+    StepResult,
     TaskState,
     attempt_key,
 )
@@ -107,6 +108,27 @@ def tasks_of(graph: tuple[ev.TaskSpec, ...], rounds: int) -> dict[str, TaskState
         t.id: TaskState(id=t.id, goal=t.goal, deps=t.deps, paths=t.paths, impl_round_limit=rounds)
         for t in graph
     }
+
+
+def implemented(s: BuildState) -> Changes:
+    """The build's implement is done (its one round, its tasks landed, or its chosen
+    candidate): on to code review, or to the checks without it."""
+    return {
+        "implemented": True,
+        "feedback": (),
+        "verify_results": {},
+        "finalize_results": {},
+        "stage": "code-review" if s.config.pipeline.code_review else checks_stage(s.config),
+    }
+
+
+def verify_recorded(s: BuildState, p: ev.VerifyCompleted) -> Changes:
+    """A verify step's result is kept; what follows from it is the caller's."""
+    result = StepResult(outcome=p.outcome, attempt=p.attempt, reason=p.reason, report=p.report)
+    changes: Changes = {"in_flight": None, "verify_results": {**s.verify_results, p.step: result}}
+    if p.head:
+        changes["head"] = p.head
+    return changes
 
 
 def checks_stage(config: Config) -> Stage:

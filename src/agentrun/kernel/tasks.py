@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from agentrun import events as ev
 from agentrun.kernel.budget import estimate
-from agentrun.kernel.session_end import Changes, checks_stage, next_impl_round
+from agentrun.kernel.session_end import Changes, implemented, next_impl_round, verify_recorded
 from agentrun.kernel.state import (
     FEEDBACK_TAIL,
     BuildState,
@@ -187,13 +187,7 @@ def landed(s: BuildState, p: ev.TaskIntegrated) -> Changes:
     tasks = {**s.tasks, p.task: t.model_copy(update={"stage": "landed"})}
     changes: Changes = {"tasks": tasks, "head": p.head, "changed_paths": p.changed_paths}
     if all(other.stage == "landed" for other in tasks.values()):
-        changes.update(
-            implemented=True,
-            feedback=(),
-            verify_results={},
-            finalize_results={},
-            stage="code-review" if s.config.pipeline.code_review else checks_stage(s.config),
-        )
+        changes.update(implemented(s))
     return changes
 
 
@@ -242,15 +236,10 @@ def candidates_started(s: BuildState, p: ev.CandidatesStarted) -> Changes:
 
 def candidate_verified(s: BuildState, p: ev.VerifyCompleted) -> Changes:
     """In a candidate's view: every verify step runs, pass or fail, before it is judged."""
-    from agentrun.kernel.state import StepResult
-
-    result = StepResult(outcome=p.outcome, attempt=p.attempt, reason=p.reason, report=p.report)
-    results = {**s.verify_results, p.step: result}
-    changes: Changes = {"in_flight": None, "verify_results": results}
-    if p.head:
-        changes["head"] = p.head
-    if all(step.name in results for step in s.config.verify):
-        failed = any(r.outcome == "fail" for r in results.values())
+    changes = verify_recorded(s, p)
+    done = {*s.verify_results, p.step}
+    if all(step.name in done for step in s.config.verify):
+        failed = p.outcome == "fail" or any(r.outcome == "fail" for r in s.verify_results.values())
         changes["stage"] = "failed" if failed else "done"
     return changes
 
@@ -295,13 +284,7 @@ def chosen(s: BuildState, p: ev.CandidateChosen) -> Changes:
         "resumable": winner.resumable,
     }
     if p.passed:
-        changes.update(
-            implemented=True,
-            feedback=(),
-            verify_results={},
-            finalize_results={},
-            stage="code-review" if s.config.pipeline.code_review else checks_stage(s.config),
-        )
+        changes.update(implemented(s))
         return changes
     failures = tuple(
         f"Verify step `{name}` failed in round {p.round} (candidate {winner.id}):\n"
