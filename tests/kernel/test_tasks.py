@@ -371,21 +371,29 @@ def test_controls_are_the_build_s_runner_s_and_tasks_stop_for_them() -> None:
 
 
 def test_running_sessions_reserve_their_estimate_before_another_starts() -> None:
-    """Plan and plan review spent 100 tokens each: each task session is estimated at 100.
-    With 400 tokens, two tasks may run at once (200 spent + 2 x 100), not a third."""
+    """400 tokens; plan and its review spent 200. A role's first session holds all that
+    is left, so the next task waits for it; then each running implement holds its
+    estimate (100): a session that fits only once others end waits, one that would not
+    fit even alone asks."""
     config = Config.model_validate({"budget": {"max_tokens": 400}})
-    log = planned(config, graph=[{"id": f"t{n}", "goal": "x"} for n in range(4)])
-    for task in ("t0", "t1"):
+    log = planned(config, graph=[{"id": f"t{n}", "goal": "x"} for n in range(3)])
+    for task in ("t0", "t1", "t2"):
         log.add(ev.TaskStarted(task=task, base_sha=BASE), task)
-        log.add(ev.ImplementStarted(round=1), task)
-    log.add(ev.TaskStarted(task="t2", base_sha=BASE), "t2")
-    move = decide_task(log.state, "t2")
-    assert isinstance(move, RaiseEscalation) and move.cause == "budget"
-    assert "tasks running beside it hold 200" in move.question
-    assert view(log.state, "t2").reserved_tokens == 200
-    # One task's session ends: what it reserved is spent now, and the rest still holds.
+    log.add(ev.ImplementStarted(round=1), "t0")
+    assert decide_task(log.state, "t1") == Wait("budget")
+    assert view(log.state, "t1").reserved_tokens == 200
     log.session("implement", 1, lambda s: ev.AgentDone(session=s), "t0", tokens=100)
-    assert isinstance(decide_task(log.state, "t2"), RaiseEscalation)
+    log.add(ev.ImplementCompleted(round=1, head="a" * 40, changed_paths=("a",)), "t0")
+    move = decide_task(log.state, "t1")
+    assert isinstance(move, RunPhase) and move.phase == "implement"
+    log.add(ev.ImplementStarted(round=1), "t1")
+    assert decide_task(log.state, "t2") == Wait("budget")
+    assert view(log.state, "t2").reserved_tokens == 100
+    log.session("implement", 1, lambda s: ev.AgentDone(session=s), "t1", tokens=100)
+    log.add(ev.ImplementCompleted(round=1, head="b" * 40, changed_paths=("b",)), "t1")
+    asked = decide_task(log.state, "t2")
+    assert isinstance(asked, RaiseEscalation) and asked.cause == "budget"
+    assert "it has used 400 tokens of its max_tokens budget of 400" in asked.question
 
 
 def test_a_budget_question_from_one_task_parks_every_task() -> None:

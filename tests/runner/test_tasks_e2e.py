@@ -317,10 +317,11 @@ def _task_process(repo_path: Path, slug: str, task: str) -> psutil.Process:
 
 
 def test_four_tasks_at_once_keep_the_token_budget(repo_path: Path, repo: pygit2.Repository) -> None:
-    """Every session spends 1,000 tokens; 5,500 are allowed. Plan and its review spend
-    2,000, then four tasks start side by side, each reserving its session's estimate
-    first: the build stops at its budget without overshooting it by more than one
-    session's spend."""
+    """Every session spends 1,000 tokens; 8,500 are allowed. Plan and its review spend
+    2,000. A role's first session runs alone (its spend is the estimate of the next);
+    then the tasks' sessions start side by side, each reserving its estimate first, and
+    one that fits only once others end waits for them. The build stops at its budget
+    without overshooting it by more than one session's spend."""
     ids = ("t1", "t2", "t3", "t4")
     used = {"tokens_in": 1000}
     steps = [
@@ -329,12 +330,12 @@ def test_four_tasks_at_once_keep_the_token_budget(repo_path: Path, repo: pygit2.
         {"phase": "code-review", "usage": used},
         *(writes(t, 1, usage=used) for t in ids),
     ]
-    configure(repo_path, steps, extra="[budget]\nmax_tokens = 5500\n")
+    configure(repo_path, steps, extra="[budget]\nmax_tokens = 8500\n")
     done = run_cli(repo_path, "run", GOAL, timeout=120)
     assert done.returncode == 4, done.stdout + done.stderr  # parked at its budget
     slug = only_slug(repo_path)
     spent = sum(p.usage.tokens for p in payloads(repo, slug, "session.ended"))
-    assert 4000 <= spent <= 5500 + 1000
+    assert 7000 <= spent <= 8500 + 1000
     asked = payloads(repo, slug, "escalation.raised")
     assert [p.cause for p in asked] == ["budget"]
     open_now, most = 0, 0
@@ -357,3 +358,16 @@ def test_setup_runs_once_in_each_task_s_worktree(repo_path: Path, repo: pygit2.R
     ran = [e for e in of(events(repo, slug), "observation.recorded") if e.payload.phase == "setup"]
     assert sorted(str(e.task) for e in ran) == ["None", "alpha", "beta"]
     assert all(e.payload.text.startswith("setup ran in ") for e in ran)
+
+
+def test_a_task_with_nothing_to_do_appends_nothing(repo_path: Path, repo: pygit2.Repository) -> None:
+    """A landed task of a finished build, and a task whose dependency has not landed:
+    `task` says so and leaves the log as it is."""
+    configure(repo_path, [plan_step(parts("alpha")), writes("alpha")])
+    assert run_cli(repo_path, "run", GOAL, timeout=120).returncode == 0
+    slug = only_slug(repo_path)
+    before = len(events(repo, slug))
+    done = run_cli(repo_path, "task", slug, "alpha")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(f"task alpha of build {slug}: landed")
+    assert len(events(repo, slug)) == before

@@ -175,7 +175,14 @@ def log(slug: str, as_json: bool, follow: bool) -> None:
 def show(slug: str, session: str | None, name: str | None) -> None:
     """Details of SLUG, or one of its transcripts or artifacts."""
     from agentrun.cli.render import detail_lines
-    from agentrun.commands.inspect import artifact, detail, transcript
+    from agentrun.commands.inspect import (
+        artifact,
+        detail,
+        live_runner,
+        state_word,
+        task_runners,
+        transcript,
+    )
 
     repo = current_repo()
     if session is not None:
@@ -185,7 +192,9 @@ def show(slug: str, session: str | None, name: str | None) -> None:
         click.echo(artifact(repo, slug, name).decode("utf-8", "replace"), nl=False)
         return
     state, names, _ = detail(repo, slug)
-    for line in detail_lines(state, names):
+    # As status says it: stopped when no runner holds the build or any of its tasks.
+    runner = live_runner(repo, slug) or next(iter(task_runners(repo, state).values()), None)
+    for line in detail_lines(state, names, state_word(state, runner)):
         click.echo(line)
 
 

@@ -153,11 +153,12 @@ def usage_lines(state: BuildState) -> list[str]:
     return lines
 
 
-def detail_lines(state: BuildState, artifacts: list[str]) -> list[str]:
+def detail_lines(state: BuildState, artifacts: list[str], word: str | None = None) -> list[str]:
+    """``show``: ``word`` is the state as ``status`` says it (``stopped``)."""
     lines = [
         f"build:    {state.slug}",
         f"goal:     {state.goal}",
-        f"state:    {state.state_name} at {state.phase_label}",
+        f"state:    {word or state.state_name} at {state.phase_label}",
         f"base:     {state.base_ref} {state.base_sha[:10]}",
         f"branch:   {state.branch} at {state.head[:10]}",
         f"sessions: {state.sessions}",
@@ -228,8 +229,8 @@ def candidate_lines(state: BuildState) -> list[str]:
             str(state.candidate_round),
             c.id,
             c.runtime or "",
-            c.stage,
-            "running",
+            {"passed": "passed", "failed": f"failed ({c.failing} step(s))"}.get(c.stage, "pending"),
+            f"at {c.stage}" if state.status == "running" else state.status,
             f"{c.usage.tokens:,}",
             c.head[:10],
         ]

@@ -25,6 +25,7 @@ _WAIT_EXITS = {
     "tasks": EXIT_WAITING,  # its dependencies have not landed yet
     "paused": EXIT_PAUSED,
     "aborted": EXIT_FAILED,
+    "budget": EXIT_NOT_NOW,  # it waits for the sessions of other tasks to end
 }
 
 

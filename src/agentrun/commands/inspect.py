@@ -128,7 +128,39 @@ class BuildRow:
             "runner": self.runner,
             "archived": self.archived,
             "tasks": [t.as_json() for t in self.tasks],
+            "candidates": candidates_json(s),
         }
+
+
+def candidates_json(s: BuildState) -> list[dict[str, Any]]:
+    """Best of N: every round's candidates, and those of the round under way."""
+    found: list[dict[str, Any]] = [
+        {
+            "round": c.round,
+            "id": c.id,
+            "runtime": c.runtime,
+            "passed": c.passed,
+            "failing": c.failing,
+            "chosen": c.chosen,
+            "head": c.head,
+            "tokens": c.tokens,
+        }
+        for c in s.candidate_history
+    ]
+    found += [
+        {
+            "round": s.candidate_round,
+            "id": c.id,
+            "runtime": c.runtime,
+            "passed": c.stage == "passed" if c.stage in ("passed", "failed") else None,
+            "failing": c.failing,
+            "chosen": None,
+            "head": c.head,
+            "tokens": c.usage.tokens,
+        }
+        for c in s.candidates.values()
+    ]
+    return found
 
 
 def _iso(value: datetime | None) -> str | None:

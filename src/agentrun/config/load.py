@@ -71,6 +71,11 @@ def _explain(err: Any, source: str) -> str:
     return f"{where}: {msg}"
 
 
+def _hint(said: str) -> str:
+    """``: did you mean 'x'? `` when there is a near name, else a space."""
+    return f": {said}" if said else " "
+
+
 def _did_you_mean(name: str, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, list(known), n=1)
     return f"did you mean {close[0]!r}? " if close else ""
@@ -87,14 +92,14 @@ def check_roles(config: Config, routes: dict[str, tuple[str, tuple[str, ...]]]) 
     for where, (role, entries) in routes.items():
         if role not in valid_roles:
             raise ConfigError(
-                f"{where}: no role {role!r}: {_did_you_mean(role, valid_roles)}"
+                f"{where}: no role {role!r}{_hint(_did_you_mean(role, valid_roles))}"
                 f"(roles: {', '.join(valid_roles)})"
             )
         for entry in entries:
             name = entry.partition(":")[0]
             if name not in runtimes:
                 raise ConfigError(
-                    f"{where}: no runtime {name!r}: {_did_you_mean(name, runtimes)}"
+                    f"{where}: no runtime {name!r}{_hint(_did_you_mean(name, runtimes))}"
                     f"(configure [runtimes.{name}], or use one of: {', '.join(runtimes)})"
                 )
 

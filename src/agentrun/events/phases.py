@@ -31,7 +31,12 @@ class PlanSubmitted(PayloadModel):
     tasks_error: str = ""  # why the plan's task graph was refused (it goes back to its author)
 
     def summary(self) -> str:
-        return self.summary_text or self.plan
+        text = self.summary_text or self.plan
+        if self.tasks_error:
+            return f"its task graph is refused: {self.tasks_error} ({text})"
+        if self.tasks:
+            return f"{text} ({len(self.tasks)} tasks: {', '.join(t.id for t in self.tasks)})"
+        return text
 
 
 class _ReviewStarted(PayloadModel, summary="round {round}"):

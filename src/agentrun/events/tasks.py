@@ -38,7 +38,7 @@ class TaskReturned(PayloadModel, summary="{task} sent back ({why})"):
     reason: str
 
 
-class CandidatesStarted(PayloadModel, summary="round {round}: {runtimes}"):
+class CandidatesStarted(PayloadModel):
     """An implement round runs as candidates side by side (``[candidates]``): one per
     runtime, ``c1``…, each from the build head ``base_sha``."""
 
@@ -47,13 +47,19 @@ class CandidatesStarted(PayloadModel, summary="round {round}: {runtimes}"):
     base_sha: str
     runtimes: tuple[str, ...]
 
+    def summary(self) -> str:
+        return f"round {self.round}: {', '.join(self.runtimes)}"
 
-class SelectStarted(PayloadModel, summary="round {round}: {offered}"):
+
+class SelectStarted(PayloadModel):
     """The select agent compares the passing candidates ``offered`` (numbered from 1)."""
 
     type: Literal["select.started"] = "select.started"
     round: int
     offered: tuple[str, ...]
+
+    def summary(self) -> str:
+        return f"round {self.round}: {', '.join(self.offered)}"
 
 
 class CandidateSelected(PayloadModel, summary="candidate {number}"):

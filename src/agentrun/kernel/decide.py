@@ -314,11 +314,18 @@ def _role(work: Work) -> str | None:
     return None
 
 
-def _budget(s: BuildState, work: Work) -> RaiseEscalation | None:
-    """Budgets are hard: stop before a session the remaining budget cannot cover."""
+def _budget(s: BuildState, work: Work) -> RaiseEscalation | Wait | None:
+    """Budgets are hard: stop before a session the remaining budget cannot cover.
+
+    A session that fits only once the sessions running in other tasks have ended waits
+    for them; the question comes when it would not fit even then.
+    """
     problem = over_budget(s, _role(work))
     if problem is None:
         return None
+    alone = s.model_copy(update={"reserved_tokens": 0, "reserved_usd": 0.0})
+    if (s.reserved_tokens or s.reserved_usd) and over_budget(alone, _role(work)) is None:
+        return Wait("budget")
     round_ = work.round if isinstance(work, RunPhase | RunCheck | RunAgentVerify) else s.impl_round
     return _escalate(
         s,

@@ -11,7 +11,9 @@ from typing import Literal
 
 @dataclass(frozen=True)
 class Wait:
-    reason: Literal["complete", "failed", "aborted", "paused", "parked", "in-flight", "tasks"]
+    reason: Literal[
+        "complete", "failed", "aborted", "paused", "parked", "in-flight", "tasks", "budget"
+    ]
     kind: Literal["wait"] = "wait"
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agentrun import events as ev
-from agentrun.kernel.budget import estimate
+from agentrun.kernel.budget import limits
 from agentrun.kernel.session_end import Changes, implemented, next_impl_round, verify_recorded
 from agentrun.kernel.state import (
     FEEDBACK_TAIL,
@@ -158,8 +158,13 @@ def task_of(s: BuildState, event: ev.Event) -> str | None:
 
 def reserved(s: BuildState, task: str | None) -> tuple[int, float]:
     """What the sessions running in the other tasks are estimated to spend: before one
-    more session starts, its own estimate and theirs must fit the budget."""
+    more session starts, its own estimate and theirs must fit the budget.
+
+    A role's first session has no estimate of its own: it holds all that is left, so it
+    runs alone, and its spend is the estimate of the next ones.
+    """
     tokens, usd = 0, 0.0
+    limit = limits(s)
     for other in parts(s):
         flight = other.in_flight
         if other.id == task or flight is None:
@@ -167,9 +172,14 @@ def reserved(s: BuildState, task: str | None) -> tuple[int, float]:
         running = other.session.role if other.session else None
         if running is None and flight.phase in _AGENT_PHASES:
             running = flight.phase
-        if running is not None:
-            more_tokens, more_usd = estimate(s, running)
-            tokens, usd = tokens + more_tokens, usd + more_usd
+        if running is None:
+            continue
+        known = s.role_usage.get(running)
+        if known is None or not known.sessions:
+            tokens += max((limit.tokens or 0) - s.usage.tokens, 0)
+            usd += max((limit.usd or 0.0) - (s.usage.cost_usd or 0.0), 0.0)
+            continue
+        tokens, usd = tokens + known.estimate_tokens(), usd + known.estimate_cost()
     return tokens, usd
 
 

@@ -37,7 +37,7 @@ def choose(build: BuildHandle, work: Choose) -> None:
         best = min(work.passing, key=lambda c: (sizes[c], _number(c)))
         winner, why = (
             state.candidates[best],
-            f"the smallest passing diff ({sizes[best]} lines changed)",
+            f"the smallest passing diff ({sizes[best]} changed line(s))",
         )
     else:
         least = min(ranked, key=lambda c: (c.failing, _number(c.id)))

@@ -187,6 +187,10 @@ class Runner:
             self._interrupted_by,
             self._remote.aborted if self._remote is not None else None,
         )
+        if self.task is not None:
+            first = self._decide(build)
+            if isinstance(first, Wait) and first.reason != "in-flight":
+                return Outcome(state, first.reason)  # nothing to do: nothing is appended
         if not acknowledge_only:
             self._attach(build)
         while True:
