@@ -335,7 +335,7 @@ def test_a_misspelled_role_is_refused_with_did_you_mean() -> None:
     message = error('[roles]\nimplment = ["claude"]\n')
     assert message.startswith(
         f"{SOURCE} at `roles.implment`: no role 'implment': did you mean 'implement'? (roles: "
-        "default, plan, plan-review, implement, code-review, verify, finalize, reconcile)"
+        "default, plan, plan-review, implement, code-review, verify, finalize, reconcile, select)"
     )
 
 

@@ -27,6 +27,9 @@ from agentrun.events import (
     BuildResumed,
     BuildResumeRequested,
     BuildRetryRequested,
+    CandidateChosen,
+    CandidateSelected,
+    CandidatesStarted,
     CodeReviewStarted,
     CodeReviewVerdict,
     EscalationAnswered,
@@ -56,6 +59,7 @@ from agentrun.events import (
     ReconcileStarted,
     RunnerAttached,
     RunnerSetupFailed,
+    SelectStarted,
     SessionEnded,
     SessionStarted,
     TaskIntegrated,
@@ -171,6 +175,10 @@ PAYLOADS: list[Any] = [
     TaskStarted(task="parser", base_sha=SHA),
     TaskIntegrated(task="parser", head=SHA, changed_paths=("src/parse.py",)),
     TaskReturned(task="parser", why="conflict", base_sha=SHA, reason="conflicts in src/a.py"),
+    CandidatesStarted(round=1, base_sha=SHA, runtimes=("claude", "codex")),
+    SelectStarted(round=1, offered=("c1", "c2")),
+    CandidateSelected(session="s-8", number=2),
+    CandidateChosen(round=1, candidate="c2", passed=True, reason="codex: the one that passed"),
 ]
 ACTORS = [KernelActor(), AgentActor(role="code-review", session="s-3"), HumanActor(login="alice")]
 

@@ -508,7 +508,7 @@ def test_a_misspelled_role_or_runtime_on_the_command_line(here: Path) -> None:
     user_error(
         invoke("run", GOAL, "--role", "implment=scripted"),
         "--role implment=scripted: no role 'implment': did you mean 'implement'? (roles: "
-        "default, plan, plan-review, implement, code-review, verify, finalize, reconcile)",
+        "default, plan, plan-review, implement, code-review, verify, finalize, reconcile, select)",
     )
     user_error(
         invoke("run", GOAL, "--role", "implement=scriptd"),

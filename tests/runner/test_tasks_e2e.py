@@ -360,7 +360,9 @@ def test_setup_runs_once_in_each_task_s_worktree(repo_path: Path, repo: pygit2.R
     assert all(e.payload.text.startswith("setup ran in ") for e in ran)
 
 
-def test_a_task_with_nothing_to_do_appends_nothing(repo_path: Path, repo: pygit2.Repository) -> None:
+def test_a_task_with_nothing_to_do_appends_nothing(
+    repo_path: Path, repo: pygit2.Repository
+) -> None:
     """A landed task of a finished build, and a task whose dependency has not landed:
     `task` says so and leaves the log as it is."""
     configure(repo_path, [plan_step(parts("alpha")), writes("alpha")])
