@@ -175,6 +175,8 @@ def test_a_graph_is_read_in_its_order_with_its_deps_and_paths() -> None:
         ([{"id": "a", "goal": "x"}, {"id": "a", "goal": "y"}], "task id 'a' is used twice"),
         ([{"id": "Upper", "goal": "x"}], "id 'Upper' must match [a-z0-9][a-z0-9-]{0,31}"),
         ([{"id": "a" * 33, "goal": "x"}], "must match"),
+        ([{"id": "a\n", "goal": "x"}], "must match"),
+        ([{"id": "c1", "goal": "x"}], "id 'c1' is kept for candidates"),
         ([{"id": "a", "goal": "x", "deps": ["zz"]}], "task a depends on 'zz', which is not a task"),
         ([{"id": "a", "goal": "x", "deps": "a"}], "task 1: deps: Input should be a list"),
         ([{"id": "a", "goal": "x", "owner": "me"}], "task 1 has unknown key(s) owner"),
