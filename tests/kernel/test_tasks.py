@@ -434,6 +434,27 @@ def test_an_event_of_a_task_the_graph_does_not_have_changes_nothing() -> None:
     assert after.tasks == before.tasks and after.stage == before.stage
 
 
+@pytest.mark.parametrize(
+    "payload",
+    [
+        ev.BuildCompleted(summary_text="done"),
+        ev.TaskIntegrated(task="alpha", head="f" * 40),
+        ev.ProposalReady(number=1),
+    ],
+    ids=lambda p: p.type,
+)
+def test_what_only_the_build_records_is_ignored_from_a_task(payload: Any) -> None:
+    """An agent without isolation could write refs: an event only the build's runner
+    records, carried by a task's envelope, changes nothing (and the runner's log check
+    stops the build at it)."""
+    log = planned()
+    log.through("alpha", "a" * 40)
+    before = log.state
+    after = log.add(payload, "alpha")
+    assert after.model_copy(update={"seq": before.seq, "updated_at": before.updated_at}) == before
+    assert after.status == "running" and after.tasks["alpha"].stage == "passed"
+
+
 def test_a_state_with_tasks_survives_the_cache_s_json() -> None:
     log = planned()
     log.through("alpha", "a" * 40)

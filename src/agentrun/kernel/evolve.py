@@ -35,6 +35,8 @@ def evolve(state: BuildState, event: ev.Event) -> BuildState:
 
     An event of a task is folded into the task's view of the build (``kernel.tasks``).
     """
+    if tasks.forged(event):
+        return state.model_copy(update={"seq": event.seq, "updated_at": event.ts})
     task = tasks.task_of(state, event)
     if task is None:
         return _take_feedback(_step(state, event))

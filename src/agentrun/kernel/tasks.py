@@ -144,6 +144,24 @@ def booked(s: BuildState, task: str, event: ev.Event) -> BuildState:
     return s.model_copy(update={where: {**getattr(s, where), task: t}})
 
 
+# What only the build's own runner records: from a task, it is forged (a task's runner
+# never writes it), and it changes nothing.
+BUILD_ONLY = frozenset(
+    {
+        "build.created", "build.completed", "build.paused", "build.resumed", "build.aborted",
+        "proposal.opened", "proposal.ready", "proposal.closed", "publication.pushed",
+        "task.integrated", "task.returned", "candidates.started", "select.started",
+        "candidate.selected", "candidate.chosen", "base.moved", "feedback.received",
+        "forge.cursor", "finalize.started", "finalize.step-completed", "finalize.completed",
+    }
+)  # fmt: skip
+
+
+def forged(event: ev.Event) -> bool:
+    """An event no task may carry: a task's envelope on what only the build records."""
+    return event.task is not None and event.type in BUILD_ONLY
+
+
 def task_of(s: BuildState, event: ev.Event) -> str | None:
     """The task whose view an event is folded into (None: the build's own)."""
     if event.task is not None:

@@ -29,7 +29,7 @@ from agentrun.events import Event, KernelActor
 from agentrun.kernel.draft import Draft
 from agentrun.kernel.evolve import evolve
 from agentrun.kernel.state import BuildState
-from agentrun.kernel.tasks import has_part, view
+from agentrun.kernel.tasks import forged, has_part, view
 from agentrun.store.append import append_decided
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.log import EventLog, Stored, Tip, build_ref
@@ -208,6 +208,8 @@ class BuildHandle:
         """An event someone besides this runner may append: agents' verbs and people's
         requests, and whatever belongs to another part of the build (the task runners'
         events for the build's runner; the build runner's and other tasks' for a task's)."""
+        if forged(event):
+            return False
         return event.task != self.task or _from_others(event)
 
 
