@@ -7,6 +7,7 @@ the user's ``main``.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -63,6 +64,28 @@ def test_an_agent_that_rewrites_the_builds_refs_stops_it(
     else:
         assert branch not in repo.references
         assert types(repo, slug)[-1] == "agent.done"
+
+
+def test_a_task_s_agent_that_forges_the_build_s_end_stops_it(
+    tmp_path: Path, repo_path: Path, repo: pygit2.Repository
+) -> None:
+    """In a task graph, the forged end carries the task's envelope, as if the task's own
+    runner had written it: only the build's runner ends a build, so both runners stop."""
+    base, state = hostile_agent(tmp_path, "forge-as-task")
+    graph = json.dumps([{"id": "alpha", "goal": "add the feature"}])
+    plan = {"phase": "plan", "verb": "plan", "text": f"# Plan\n\n```agentrun-tasks\n{graph}\n```\n"}
+    configure(repo_path, [plan], base=base)
+
+    done = run_cli(repo_path, "run", GOAL, timeout=120)
+
+    assert done.returncode != 0, done.stdout + done.stderr
+    slug = started_slug(done.stdout)
+    log = EventLog(pygit2.Repository(str(repo_path)))
+    assert log.tip_oid(slug) == (state / "forged").read_text()
+    said_there = done.stderr + done.stdout
+    assert re.search(r"a build\.completed event \(commit [0-9a-f]{10}\) appeared", said_there)
+    listed = run_cli(repo_path, "status", "--json")
+    assert '"state": "complete"' not in listed.stdout
 
 
 def test_a_moved_user_branch_is_reported_and_the_build_goes_on(
