@@ -134,7 +134,7 @@ def test_a_role_routed_to_an_unconfigured_runtime(here: Path) -> None:
     # The config itself is refused, at the key written, before any runtime is probed.
     assert (result.exit_code, result.stdout) == (1, "")
     assert result.stderr.startswith(
-        f"agentrun: {here / '.agentrun.toml'} at `roles.default`: no runtime 'ghost': "
+        f"agentrun: {here / '.agentrun.toml'} at `roles.default`: no runtime 'ghost' ("
     )
 
 

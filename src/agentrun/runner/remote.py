@@ -13,7 +13,9 @@ releases the lease.
 
 from __future__ import annotations
 
+import random
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +31,10 @@ from agentrun.store.remote_lease import RemoteLease, claim_remote
 from agentrun.store.sync import build_updates
 from agentrun.store.transport import RefUpdate, Remote, SyncError, last_line
 
-PUSH_TRIES = 5
+# Pushes that lost the race to another runner of the build (its task runners push the
+# same log) are tried again after a short, growing, random wait.
+PUSH_TRIES = 12
+PUSH_BACKOFF_SECONDS = 0.05
 
 
 def configured_remote(repo: pygit2.Repository, slug: str) -> str | None:
@@ -109,7 +114,9 @@ class RemoteRun:
             lease = self._held()
             pulled = False
             why = "no answer"
-            for _ in range(PUSH_TRIES):
+            for attempt in range(PUSH_TRIES):
+                if attempt:
+                    time.sleep(random.uniform(0, PUSH_BACKOFF_SECONDS * 2**min(attempt, 5)))
                 found, updates = build_updates(self.remote, self.slug)
                 pulled = pulled or bool(found.pulled or found.reparented)
                 if found.reparented and build is not None:
