@@ -12,7 +12,7 @@ EXIT_BUG = 3  # an internal error; the trace file is named
 EXIT_WAITING = 4  # parked on a question, or waiting on a gate
 EXIT_PAUSED = 5
 EXIT_FAILED = 6  # failed or aborted
-EXIT_NOT_NOW = 7  # stopped by --time-limit, or another runner holds the build: resumable
+EXIT_NOT_NOW = 7  # stopped by --time-limit, or another runner holds the build or task
 EXIT_INTERRUPT = 130  # Ctrl-C
 
 EXIT_MEANINGS = {
@@ -23,8 +23,8 @@ EXIT_MEANINGS = {
     EXIT_WAITING: "parked or waiting: a question or a gate waits",
     EXIT_PAUSED: "paused",
     EXIT_FAILED: "failed or aborted",
-    EXIT_NOT_NOW: "not now: stopped by --time-limit, or another runner holds the build; "
-    "resumable, nothing is wrong",
+    EXIT_NOT_NOW: "not now: stopped by --time-limit, or another runner holds the build or the "
+    "task (or a task's session waits for other tasks' to end); resumable, nothing is wrong",
     EXIT_INTERRUPT: "interrupted (Ctrl-C); the build stays resumable",
 }
 

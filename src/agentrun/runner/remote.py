@@ -116,7 +116,7 @@ class RemoteRun:
             why = "no answer"
             for attempt in range(PUSH_TRIES):
                 if attempt:
-                    time.sleep(random.uniform(0, PUSH_BACKOFF_SECONDS * 2**min(attempt, 5)))
+                    time.sleep(random.uniform(0, PUSH_BACKOFF_SECONDS * 2 ** min(attempt, 5)))
                 found, updates = build_updates(self.remote, self.slug)
                 pulled = pulled or bool(found.pulled or found.reparented)
                 if found.reparented and build is not None:
