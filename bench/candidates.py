@@ -15,18 +15,12 @@ start, the sessions, the candidates' verify and the choice, after.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-import pygit2
-from _common import IDENTITY
+from _builds import Timed, cli_env, git, implement_sessions, timed_build
 
 from agentrun.events import (
     CandidateChosen,
@@ -38,17 +32,9 @@ from agentrun.events import (
     SessionStarted,
     VerifyCompleted,
 )
-from agentrun.store.log import EventLog
 
 GOAL = "Write the answer"
 CANDIDATES = 3
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)} exited {done.returncode}: {done.stderr[-800:]}")
-    return done.stdout.strip()
 
 
 def make_repo(path: Path, sleep: float, candidates: int) -> Path:
@@ -71,29 +57,11 @@ def make_repo(path: Path, sleep: float, candidates: int) -> Path:
     return path
 
 
-@dataclass(frozen=True)
-class Timed:
-    seconds: float
-    spawned: float  # wall clock (epoch seconds), to set against the events' ts
-    ended: float
-    events: list[Event]
-
-
-def timed_build(repo_dir: Path, env: dict[str, str], candidates: int) -> Timed:
-    """``git agentrun run`` to the end, its wall time and its log, checked: exit 0,
-    ``build.completed``, and as many verified implement sessions as candidates."""
-    spawned, t0 = time.time(), time.perf_counter()
-    done = subprocess.run(
-        ["git", "agentrun", "run", GOAL], cwd=repo_dir, env=env, capture_output=True, text=True
-    )
-    seconds, ended = time.perf_counter() - t0, time.time()
-    if done.returncode != 0:
-        raise RuntimeError(f"git agentrun run exited {done.returncode}: {done.stderr[-800:]}")
-    log = EventLog(pygit2.Repository(str(repo_dir)))
-    (slug,) = log.slugs()
-    events = [s.event for s in log.read(slug)]
-    if events[-1].type != "build.completed":
-        raise RuntimeError(f"the build ended at {events[-1].type}")
+def checked_build(repo_dir: Path, env: dict[str, str], candidates: int) -> Timed:
+    """``git agentrun run`` to the end (``_builds.timed_build``), with as many verified
+    implement sessions as candidates, and one chosen."""
+    run = timed_build(repo_dir, env, GOAL)
+    events = run.events
     sessions = implement_sessions(events)
     verified = {e.task for e in events if isinstance(e.payload, VerifyCompleted) and e.task}
     chosen = [e for e in events if isinstance(e.payload, CandidateChosen)]
@@ -103,16 +71,7 @@ def timed_build(repo_dir: Path, env: dict[str, str], candidates: int) -> Timed:
             f"{len(sessions)} implement session(s), {len(verified)} candidate(s) verified, "
             f"{len(chosen)} chosen; expected {want}"
         )
-    return Timed(seconds, spawned, ended, events)
-
-
-def implement_sessions(events: list[Event]) -> dict[str, float]:
-    """Each implement session (its id): when it started."""
-    return {
-        e.payload.session: _at(e.ts)
-        for e in events
-        if isinstance(e.payload, SessionStarted) and e.payload.phase == "implement"
-    }
+    return run
 
 
 def _at(ts: datetime) -> float:
@@ -204,17 +163,14 @@ def main() -> None:
     args = parser.parse_args()
     sleep, reps = (1.0, 1) if args.quick else (5.0, 3)
 
-    bindir = str(Path(sys.executable).parent)  # where `git-agentrun` is installed
-    env = {**os.environ, **IDENTITY, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
-    env = {k: v for k, v in env.items() if not k.startswith("AGENTRUN_")}
-    os.environ.update(IDENTITY)
+    env = cli_env()
     kinds = {"one": 1, "candidates": CANDIDATES}
     runs: dict[str, list[Timed]] = {k: [] for k in kinds}
     with tempfile.TemporaryDirectory(prefix="agentrun-bench-candidates-") as tmp:
         for rep in range(reps):  # interleaved, so a noisy moment hits both alike
             for kind, count in kinds.items():
                 repo_dir = make_repo(Path(tmp) / f"{kind}-{rep}", sleep, count)
-                runs[kind].append(timed_build(repo_dir, env, count))
+                runs[kind].append(checked_build(repo_dir, env, count))
     wall = {k: statistics.median(r.seconds for r in v) for k, v in runs.items()}
     print(f"builds: an implement session of {sleep:g} s, verify `true`, median of {reps}")
     labels = {

@@ -26,10 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -37,26 +34,18 @@ from datetime import datetime
 from pathlib import Path
 
 import pygit2
-from _common import IDENTITY
+from _builds import Timed, cli_env, git, implement_sessions, timed_build
 
 from agentrun.commands.build import create_build
-from agentrun.events import Event, SessionEnded, SessionStarted, TaskIntegrated
+from agentrun.events import SessionEnded, TaskIntegrated
 from agentrun.kernel.decide import Integrate, decide
 from agentrun.runner.build import BuildHandle, Silent
 from agentrun.runner.loop import Runner
 from agentrun.runner.tasks import integrate
 from agentrun.runner.workspace import Workspace
-from agentrun.store.log import EventLog
 
 GOAL = "Write one file per task"
 TASKS = 4
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)} exited {done.returncode}: {done.stderr[-800:]}")
-    return done.stdout.strip()
 
 
 def make_repo(path: Path, tasks: int, sleep: float, max_parallel: int) -> Path:
@@ -87,30 +76,13 @@ def make_repo(path: Path, tasks: int, sleep: float, max_parallel: int) -> Path:
     return path
 
 
-@dataclass(frozen=True)
-class Timed:
-    seconds: float
-    spawned: float  # wall clock (epoch seconds), to set against the events' ts
-    ended: float
-    events: list[Event]
-
-
-def timed_build(repo_dir: Path, env: dict[str, str], tasks: int) -> Timed:
-    """``git agentrun run`` to the end, its wall time and its log."""
-    spawned, t0 = time.time(), time.perf_counter()
-    done = subprocess.run(
-        ["git", "agentrun", "run", GOAL], cwd=repo_dir, env=env, capture_output=True, text=True
-    )
-    seconds, ended = time.perf_counter() - t0, time.time()
-    if done.returncode != 0:
-        raise RuntimeError(f"git agentrun run exited {done.returncode}: {done.stderr[-800:]}")
-    log = EventLog(pygit2.Repository(str(repo_dir)))
-    (slug,) = log.slugs()
-    events = [s.event for s in log.read(slug)]
-    landed = sum(isinstance(e.payload, TaskIntegrated) for e in events)
-    if events[-1].type != "build.completed" or landed != tasks:
-        raise RuntimeError(f"the build ended at {events[-1].type} with {landed} task(s) landed")
-    return Timed(seconds, spawned, ended, events)
+def checked_build(repo_dir: Path, env: dict[str, str], tasks: int) -> Timed:
+    """``git agentrun run`` to the end (``_builds.timed_build``), with every task landed."""
+    run = timed_build(repo_dir, env, GOAL)
+    landed = sum(isinstance(e.payload, TaskIntegrated) for e in run.events)
+    if landed != tasks:
+        raise RuntimeError(f"the build completed with {landed} of {tasks} task(s) landed")
+    return run
 
 
 def _at(ts: datetime) -> float:
@@ -123,11 +95,7 @@ def profile(run: Timed) -> dict[str, float]:
     events = run.events
     builder = events[1].writer  # the build runner's first event is its runner.attached
     attached = [e for e in events if e.type == "runner.attached" and e.writer != builder]
-    started = {  # implement session id: when it started
-        e.payload.session: _at(e.ts)
-        for e in events
-        if isinstance(e.payload, SessionStarted) and e.payload.phase == "implement"
-    }
+    started = implement_sessions(events)
     ended = [
         _at(e.ts)
         for e in events
@@ -174,7 +142,7 @@ def builds(root: Path, sleep: float, reps: int, env: dict[str, str]) -> None:
     for rep in range(reps):  # interleaved, so a noisy moment hits all three alike
         for kind, (tasks, parallel) in kinds.items():
             repo_dir = make_repo(root / f"{kind}-{rep}", tasks, sleep, parallel)
-            runs[kind].append(timed_build(repo_dir, env, tasks))
+            runs[kind].append(checked_build(repo_dir, env, tasks))
     wall = {k: statistics.median(r.seconds for r in v) for k, v in runs.items()}
     print(f"builds: {TASKS} independent tasks, implement sessions of {sleep:g} s, median of {reps}")
     print(f"  {TASKS} tasks, max_parallel = {TASKS}  {wall['parallel']:8.2f} s")
@@ -273,12 +241,7 @@ def main() -> None:
     args = parser.parse_args()
     sleep, reps = (1.0, 1) if args.quick else (5.0, 3)
 
-    bindir = str(Path(sys.executable).parent)  # where `git-agentrun` is installed
-    env = {**os.environ, **IDENTITY, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
-    env = {k: v for k, v in env.items() if not k.startswith("AGENTRUN_")}
-    for key in [k for k in os.environ if k.startswith("AGENTRUN_")]:
-        del os.environ[key]
-    os.environ.update(IDENTITY)
+    env = cli_env()
     with tempfile.TemporaryDirectory(prefix="agentrun-bench-tasks-") as tmp:
         builds(Path(tmp), sleep, reps, env)
         queue(Path(tmp), 2 if args.quick else 5)

@@ -139,6 +139,24 @@ class Log:
         self.review(task)
 
 
+def asks(session: str) -> ev.EscalationRaised:
+    """An implement agent's question (``agent escalate``)."""
+    return ev.EscalationRaised(
+        id="e1",
+        phase="implement",
+        round=1,
+        source="agent",
+        cause="agent",
+        question="Which file?",
+        session=session,
+    )
+
+
+BUDGET_QUESTION = ev.EscalationRaised(
+    id="e1", phase="implement", round=1, source="policy", cause="budget", question="?"
+)
+
+
 def planned(config: Config | None = None, graph: object = GRAPH) -> Log:
     log = Log(config)
     log.planned(fence(graph))
@@ -317,17 +335,6 @@ def test_a_question_in_one_task_parks_only_that_task() -> None:
     log.add(ev.TaskStarted(task="alpha", base_sha=BASE), "alpha")
     log.add(ev.ImplementStarted(round=1), "alpha")
 
-    def asks(session: str) -> ev.EscalationRaised:
-        return ev.EscalationRaised(
-            id="e1",
-            phase="implement",
-            round=1,
-            source="agent",
-            cause="agent",
-            question="Which file?",
-            session=session,
-        )
-
     log.session("implement", 1, asks, "alpha")
     s = log.state
     assert [(e.id, e.task) for e in s.open_escalations] == [("e1", "alpha")]
@@ -345,20 +352,7 @@ def test_every_pending_task_parked_parks_the_build() -> None:
     log = planned(graph=[{"id": "solo", "goal": "x"}])
     log.add(ev.TaskStarted(task="solo", base_sha=BASE), "solo")
     log.add(ev.ImplementStarted(round=1), "solo")
-    log.session(
-        "implement",
-        1,
-        lambda s: ev.EscalationRaised(
-            id="e1",
-            phase="implement",
-            round=1,
-            source="agent",
-            cause="agent",
-            question="?",
-            session=s,
-        ),
-        "solo",
-    )
+    log.session("implement", 1, asks, "solo")
     assert decide(log.state) == Wait("parked")
     assert log.state.state_name == "parked"
 
@@ -401,9 +395,7 @@ def test_running_sessions_reserve_their_estimate_before_another_starts() -> None
 def test_a_budget_question_from_one_task_parks_every_task() -> None:
     log = planned()
     log.add(
-        ev.EscalationRaised(
-            id="e1", phase="implement", round=1, source="policy", cause="budget", question="?"
-        ),
+        BUDGET_QUESTION,
         "alpha",
     )
     assert decide_task(log.state, "beta") == Wait("parked")
@@ -417,9 +409,7 @@ def test_a_parked_build_waits_for_the_tasks_in_the_middle_of_a_phase() -> None:
     log.add(ev.TaskStarted(task="beta", base_sha=BASE), "beta")
     log.add(ev.ImplementStarted(round=1), "beta")
     log.add(
-        ev.EscalationRaised(
-            id="e1", phase="implement", round=1, source="policy", cause="budget", question="?"
-        ),
+        BUDGET_QUESTION,
         "alpha",
     )
     assert decide(log.state) == RunTasks(("beta",))
