@@ -54,7 +54,8 @@ def check_slug(slug: str) -> str:
     bad = ".." in slug or "--" in slug or slug.endswith((".lock", "."))
     if not _SLUG.fullmatch(slug) or bad:
         raise UnknownBuildError(
-            f"{slug!r} is not a build slug (lower-case letters, digits, '.', '_' and '-')"
+            f"{slug!r} is not a build slug (lower-case letters, digits, '.', '_' and '-'; no '..' "
+            "or '--')"
         )
     return slug
 
