@@ -14,7 +14,10 @@ tags, and a refusal there would otherwise read as a lost race or a lease held el
 from __future__ import annotations
 
 import hashlib
+import random
+import re
 import subprocess
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -91,6 +94,14 @@ def last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
+LOCK_TRIES = 8
+
+
+def _locked(stderr: str) -> bool:
+    """git could not take a local ref's lock: another process here was updating it."""
+    return "cannot lock ref" in stderr or ".lock': File exists" in stderr
+
+
 class Remote:
     """A named remote of ``repo``, reached with the git CLI."""
 
@@ -113,7 +124,21 @@ class Remote:
         self._checked = False
 
     def git(self, *args: str) -> subprocess.CompletedProcess[str]:
-        done = run_git([f"--git-dir={self._dir}", *args], self._dir)
+        """A git command with the remote (fetch, ls-remote). Runners of one build in one
+        clone (the build's and its tasks') fetch into the same tracking refs: a fetch
+        that found one of them locked by another is tried again after a short wait."""
+        for attempt in range(LOCK_TRIES):
+            done = run_git([f"--git-dir={self._dir}", *args], self._dir)
+            if done is None or done.returncode == 0 or not _locked(done.stderr):
+                break
+            time.sleep(random.uniform(0, 0.05 * 2 ** min(attempt, 4)))
+        if done is not None and done.returncode != 0 and _locked(done.stderr):
+            held = re.search(r"'([^']+\.lock)'", done.stderr)
+            raise SyncError(
+                f"`git {args[0]}` with {self.name} failed: a ref of this clone stayed locked "
+                f"({held[1] if held else 'a .lock file'}); if no other git runs here, "
+                "remove that file"
+            )
         if done is None or done.returncode != 0:
             why = last_line(done.stderr if done else "") or "no answer"
             raise SyncError(f"`git {args[0]}` with {self.name} failed ({why})")
