@@ -44,6 +44,7 @@ from agentrun.events import (
     ImplementCompleted,
     ImplementStarted,
     KernelActor,
+    LadderClimbed,
     ObservationRecorded,
     Payload,
     PhaseFailed,
@@ -179,6 +180,7 @@ PAYLOADS: list[Any] = [
     SelectStarted(round=1, offered=("c1", "c2")),
     CandidateSelected(session="s-8", number=2),
     CandidateChosen(round=1, candidate="c2", passed=True, reason="codex: the one that passed"),
+    LadderClimbed(role="implement", rung=1, runtime="claude", reason="1 failed round on local"),
 ]
 ACTORS = [KernelActor(), AgentActor(role="code-review", session="s-3"), HumanActor(login="alice")]
 

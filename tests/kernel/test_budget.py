@@ -42,7 +42,8 @@ TESTS = VerifyStep(name="tests", command="pytest -q")
 CHECKED = Config(
     pipeline=Pipeline(plan_review=False, code_review=False),
     verify=(TESTS,),
-    policy=Policy(max_review_rounds=10),
+    # The same check fails round after round here: no stall question in between.
+    policy=Policy(max_review_rounds=10, stall_rounds=10),
 )
 SIM_SESSION = 110  # tokens of each simulated session (100 in, 10 out)
 CLOSING = (

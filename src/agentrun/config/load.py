@@ -36,6 +36,8 @@ def parse_config(text: str, source: str) -> Config:
     routes = {f"{source} at `roles.{r}`": (r, e) for r, e in config.roles.items()}
     if config.candidates.implement:
         routes[f"{source} at `candidates.implement`"] = ("implement", config.candidates.implement)
+    for role, ladder in config.ladder.items():
+        routes[f"{source} at `ladder.{role}.rungs`"] = (role, ladder.rungs)
     check_roles(config, routes)
     return config
 

@@ -91,6 +91,8 @@ class Policy(_Model):
     # on this machine (checks do not count).
     max_parallel: int = Field(default=4, ge=1)
     max_sessions: int = Field(default=8, ge=1)
+    # The same failure this many implement rounds in a row parks the build (a stall).
+    stall_rounds: int = Field(default=2, ge=1)
     session_budget_seconds: float = Field(default=1800, gt=0)
     check_timeout_seconds: float = Field(default=600, gt=0)
 
@@ -119,6 +121,17 @@ class Candidates(_Model):
         if len(self.implement) > 8:
             raise ValueError("at most 8 candidates")
         return self
+
+
+class Ladder(_Model):
+    """A role's model ladder: its sessions run on the cheapest rung first and climb to the
+    next after ``climb_after`` failed rounds (or when a phase runs out of attempts).
+
+    ``rungs``: cheapest first, entries as in ``[roles]`` (``NAME`` or ``NAME:MODEL``).
+    """
+
+    rungs: tuple[str, ...] = Field(min_length=2, max_length=8)
+    climb_after: int = Field(default=1, ge=1)
 
 
 class VerifyStep(_Model):
@@ -260,6 +273,7 @@ class Config(_Model):
     secrets: Secrets = Secrets()
     isolation: Isolation = Isolation()
     candidates: Candidates = Candidates()
+    ladder: dict[str, Ladder] = Field(default_factory=dict)
 
     @field_validator("roles", mode="before")
     @classmethod
@@ -303,6 +317,15 @@ class Config(_Model):
                     )
         return self
 
+    @model_validator(mode="after")
+    def _one_way_to_implement(self) -> Config:
+        if "implement" in self.ladder and self.candidate_runtimes():
+            raise ValueError(
+                "[ladder.implement] and [candidates] are two ways to run implement: "
+                "keep one (candidates run side by side, a ladder one after another)"
+            )
+        return self
+
     def role_names(self) -> tuple[str, ...]:
         """Every role ``roles`` may route: ``default``, the phases' and the agent steps'."""
         steps = [s.agent for s in (*self.verify, *self.finalize) if s.agent]
@@ -319,8 +342,12 @@ class Config(_Model):
         own = self.runtimes_for("implement")
         return own[:1] * self.candidates.count if self.candidates.count and own else ()
 
-    def runtimes_for(self, role: str) -> tuple[str, ...]:
-        """The runtimes a role is routed to: its own entry, else `default`, else empty."""
+    def runtimes_for(self, role: str, rung: int = 0) -> tuple[str, ...]:
+        """The runtimes a role is routed to, the first that can be reached runs: its
+        ladder from ``rung`` up, else its own entry, else `default`, else empty."""
+        ladder = self.ladder.get(role)
+        if ladder is not None:
+            return ladder.rungs[rung:]
         return self.roles.get(role) or self.roles.get("default") or ()
 
     def runtime(self, entry: str) -> RuntimeConfig | None:

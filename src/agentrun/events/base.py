@@ -76,20 +76,35 @@ def describe_actor(actor: KernelActor | AgentActor | HumanActor) -> str:
 
 
 class Usage(Frozen):
+    """What sessions spent. ``tokens_in`` is the input billed at the full rate; input read
+    from or written to a prompt cache is ``cache_read`` and ``cache_write``, each priced at
+    its own rate, and all four count toward ``max_tokens``. ``reported`` is False for a
+    session whose agent reported nothing (a ``command`` agent that never called
+    ``agent usage``): its zeros are unknown, not free."""
+
     tokens_in: int = 0
     tokens_out: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
     cost_usd: float | None = None
+    reported: bool = True
 
     @property
     def tokens(self) -> int:
-        return self.tokens_in + self.tokens_out
+        return self.tokens_in + self.tokens_out + self.cache_read + self.cache_write
 
     def describe(self) -> str:
-        """``1,234 tokens (1,000 in, 234 out), $0.0123`` — or ``cost unknown``."""
+        """``1,234 tokens (1,000 in, 234 out), $0.0123`` — or ``cost unknown``; a cache's
+        tokens are named when there are any (``…, 5,000 cache read, 200 cache write``)."""
+        if not self.reported and not self.tokens:
+            return "usage unreported"
         cost = f"${self.cost_usd:.4f}" if self.cost_usd is not None else "cost unknown"
         if not self.tokens and self.cost_usd is None:
             return "no tokens"
-        return f"{self.tokens:,} tokens ({self.tokens_in:,} in, {self.tokens_out:,} out), {cost}"
+        parts = [f"{self.tokens_in:,} in", f"{self.tokens_out:,} out"]
+        parts += [f"{self.cache_read:,} cache read"] if self.cache_read else []
+        parts += [f"{self.cache_write:,} cache write"] if self.cache_write else []
+        return f"{self.tokens:,} tokens ({', '.join(parts)}), {cost}"
 
     def __add__(self, other: Usage) -> Usage:
         cost = None
@@ -98,7 +113,10 @@ class Usage(Frozen):
         return Usage(
             tokens_in=self.tokens_in + other.tokens_in,
             tokens_out=self.tokens_out + other.tokens_out,
+            cache_read=self.cache_read + other.cache_read,
+            cache_write=self.cache_write + other.cache_write,
             cost_usd=cost,
+            reported=self.reported and other.reported,
         )
 
 

@@ -107,6 +107,19 @@ class SessionStarted(PayloadModel, summary="{session} {phase}@{round} on {runtim
     phase: str
     round: int
     substitution: str | None = None
+    # The session's rung on its role's model ladder (its index in `rungs`; None: no ladder).
+    rung: int | None = None
+
+
+class LadderClimbed(PayloadModel, summary="{role} to rung {rung} ({runtime}): {reason}"):
+    """A role's producer moves up its model ladder (``[ladder.ROLE]``): its next session
+    runs on rung ``rung`` (an index in ``rungs``), fresh, rehydrated from the log."""
+
+    type: Literal["ladder.climbed"] = "ladder.climbed"
+    role: str
+    rung: int
+    runtime: str
+    reason: str
 
 
 class SessionEnded(PayloadModel):

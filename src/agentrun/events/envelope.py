@@ -20,7 +20,7 @@ from agentrun.events import build, forge, phases, tasks
 from agentrun.events.base import Actor, Frozen, check_version
 from agentrun.secrets import scrub
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 Payload = Annotated[
@@ -36,6 +36,7 @@ Payload = Annotated[
     | build.RunnerAttached
     | build.RunnerSetupFailed
     | build.SessionStarted
+    | build.LadderClimbed
     | build.SessionEnded
     | phases.PlanStarted
     | phases.PlanSubmitted
@@ -175,7 +176,18 @@ def _v2_to_v3(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-UPCASTERS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3}
+def _v3_to_v4(doc: dict[str, Any]) -> dict[str, Any]:
+    """v4 added ``Usage.cache_read``, ``cache_write`` and ``reported``,
+    ``session.started.rung``, ``verify.completed.failure`` and ``ladder.climbed``: a v3
+    document reads unchanged (its usage was reported, with no cache)."""
+    return doc
+
+
+UPCASTERS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    1: _v1_to_v2,
+    2: _v2_to_v3,
+    3: _v3_to_v4,
+}
 
 
 def upgrade(doc: dict[str, Any], version: int, where: str) -> dict[str, Any]:

@@ -132,6 +132,9 @@ class VerifyCompleted(PayloadModel):
     report: str | None = None
     reason: str = ""
     head: str | None = None
+    # What failed, as the stall detection compares it (kernel/stall.py): the failing test
+    # ids where the output names them, else the output's last lines with numbers masked.
+    failure: str | None = None
 
     def summary(self) -> str:
         detail = f" (exit {self.exit_code})" if self.exit_code is not None else ""

@@ -6,12 +6,13 @@ No I/O, no clock, no random ids: replaying a log reproduces every decision.
 from __future__ import annotations
 
 from agentrun.config import FinalizeStep, VerifyStep
-from agentrun.kernel import tasks
+from agentrun.kernel import ladder, tasks
 from agentrun.kernel.budget import over_budget
 from agentrun.kernel.decisions import (
     Acknowledge,
     Cause,
     Choose,
+    Climb,
     Complete,
     Decision,
     Fail,
@@ -39,6 +40,7 @@ __all__ = [
     "Acknowledge",
     "Cause",
     "Choose",
+    "Climb",
     "Complete",
     "Decision",
     "Fail",
@@ -216,6 +218,9 @@ def _pipeline(s: BuildState) -> Decision:
     if stage == "plan-review":
         return _run_phase(s, "plan-review", s.plan_round)
     if stage == "implement":
+        question = ladder.stalled(s)
+        if question is not None:
+            return _escalate(s, "implement", s.impl_round, "stall", question)
         runtimes = s.config.candidate_runtimes()
         if runtimes and s.task is None and not s.tasks:
             return _candidates(s, runtimes)
@@ -252,6 +257,7 @@ def _run_phase(s: BuildState, phase: PhaseName, round_: int, merge: str | None =
         role=phase,
         feedback=s.feedback,
         merge=merge,
+        rung=ladder.rung_of(s, phase),
     )
 
 
@@ -345,6 +351,10 @@ def _guard(s: BuildState, work: Work) -> Decision:
     if isinstance(work, RunFinalizeStep):
         return work
     phase = _work_phase(work)
+    if isinstance(work, RunPhase) and attempt_key(phase, work.round) not in s.blocked:
+        climb = ladder.climb(s, work.role, phase, work.round)
+        if climb is not None:
+            return climb
     stuck = _stuck(s, attempt_key(phase, work.round))
     return work if stuck is None else _escalate(s, phase, work.round, *stuck)
 

@@ -23,7 +23,9 @@ class Acknowledge:
     kind: Literal["acknowledge"] = "acknowledge"
 
 
-Cause = Literal["attempts", "permanent-failure", "round-limit", "interrupted", "budget", "empty"]
+Cause = Literal[
+    "attempts", "permanent-failure", "round-limit", "interrupted", "budget", "empty", "stall"
+]
 PhaseName = Literal["plan", "plan-review", "implement", "code-review", "reconcile", "select"]
 
 
@@ -36,6 +38,7 @@ class RunPhase:
     feedback: tuple[str, ...]
     merge: str | None = None  # reconcile: the moved base to merge
     offered: tuple[str, ...] = ()  # select: the passing candidates, numbered from 1
+    rung: int | None = None  # the role's rung on its model ladder (None: no ladder)
     kind: Literal["run-phase"] = "run-phase"
 
 
@@ -145,6 +148,17 @@ class Choose:
 
 
 @dataclass(frozen=True)
+class Climb:
+    """A role moves up its model ladder before its next session (``ladder.climbed``)."""
+
+    role: str
+    rung: int
+    runtime: str
+    reason: str
+    kind: Literal["climb"] = "climb"
+
+
+@dataclass(frozen=True)
 class Complete:
     kind: Literal["complete"] = "complete"
 
@@ -172,9 +186,17 @@ Decision = (
     | Integrate
     | StartCandidates
     | Choose
+    | Climb
 )
 Work = RunPhase | RunCheck | RunAgentVerify | RunFinalizeStep
 # Decisions that run nothing: the kernel makes their events (``runner.made``).
 Recorded = (
-    Acknowledge | SkipVerify | RaiseEscalation | Complete | Fail | StartTask | StartCandidates
+    Acknowledge
+    | SkipVerify
+    | RaiseEscalation
+    | Complete
+    | Fail
+    | StartTask
+    | StartCandidates
+    | Climb
 )

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from agentrun import events as ev
-from agentrun.kernel import tasks
+from agentrun.kernel import ladder, tasks
 from agentrun.kernel.session_end import (
     Changes,
     checks_stage,
@@ -121,6 +121,8 @@ def _apply(s: BuildState, event: ev.Event) -> Changes:
             return {"session": session, "sessions": s.sessions + 1}
         case ev.SessionEnded():
             return session_ended(s, p)
+        case ev.LadderClimbed():
+            return ladder.climbed(s, p)
         case (
             ev.PlanSubmitted()
             | ev.PlanReviewVerdict()
@@ -294,6 +296,7 @@ def _phase_failed(s: BuildState, p: ev.PhaseFailed) -> Changes:
     if p.guard and p.phase == "implement":
         reason = f"The previous round was refused: {p.error}"
         changes.update(next_impl_round(s, (*s.feedback, reason)))
+        changes.update(ladder.failed_round(s, "implement", ladder.fingerprint("guard", p.error)))
     elif p.interrupted:
         changes["interruptions"] = {**s.interruptions, key: s.interruptions.get(key, 0) + 1}
     else:
@@ -316,6 +319,8 @@ def _verify_completed(s: BuildState, p: ev.VerifyCompleted) -> Changes:
         tail = p.reason[-FEEDBACK_TAIL:]
         feedback = (f"Verify step `{p.step}` failed in round {p.round}:\n{tail}",)
         changes.update(next_impl_round(s, feedback))
+        failure = p.failure or ladder.fingerprint(p.step, p.reason)
+        changes.update(ladder.failed_round(s, "implement", failure))
     elif all(step.name in done for step in s.config.verify):
         changes["stage"] = "finalize" if s.config.finalize else "done"
     return changes
@@ -334,6 +339,8 @@ def _answered(s: BuildState, p: ev.EscalationAnswered) -> Changes:
                 changes["accepted_unpriced"] = s.unpriced_models
             if esc.cause == "empty":
                 changes["allow_empty"] = True
+            if esc.cause == "stall":
+                changes["stall"] = ()
             if esc.cause == "round-limit":
                 step = s.config.policy.max_review_rounds
                 if esc.phase == "plan":

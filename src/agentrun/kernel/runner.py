@@ -14,6 +14,7 @@ from agentrun import events as ev
 from agentrun.kernel import checks
 from agentrun.kernel.decide import (
     Acknowledge,
+    Climb,
     Complete,
     Fail,
     Publish,
@@ -88,6 +89,14 @@ def made(state: BuildState, decision: Recorded, instance: str) -> list[Draft]:
         case StartTask():
             started = ev.TaskStarted(task=decision.task, base_sha=decision.base_sha)
             return [Draft(started, task=decision.task)]
+        case Climb():
+            climbed = ev.LadderClimbed(
+                role=decision.role,
+                rung=decision.rung,
+                runtime=decision.runtime,
+                reason=decision.reason,
+            )
+            return [Draft(climbed)]
         case _:
             assert_never(decision)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from agentrun import events as ev
 from agentrun.config import Config
+from agentrun.kernel import ladder
 from agentrun.kernel.state import (
     BuildState,
     Escalation,
@@ -61,12 +62,14 @@ def session_ended(s: BuildState, p: ev.SessionEnded) -> Changes:
             changes.update(_work_starts(s, s.graph))
         else:
             changes.update(stage="plan", plan_round=s.plan_round + 1, feedback=report.findings)
+            changes.update(ladder.failed_round(s, "plan", None))
     elif isinstance(report, ev.CodeReviewVerdict):
         changes["in_flight"] = None
         if report.verdict == "approve":
             changes.update(stage=checks_stage(s.config), feedback=())
         else:
             changes.update(next_impl_round(s, report.findings))
+            changes.update(ladder.failed_round(s, "implement", None))
     elif isinstance(report, ev.CandidateSelected):
         changes.update(in_flight=None, selected=report.number)
     elif isinstance(report, ev.EscalationRaised):
@@ -145,7 +148,7 @@ def _spent(s: BuildState, session: OpenSession, p: ev.SessionEnded) -> Changes:
     """Book a session's usage to its phase and role; remember a producer's session id."""
     family = session.phase.split(":", 1)[0]
     used = p.usage
-    tokens = used.tokens_in + used.tokens_out
+    tokens = used.tokens
     known = used.cost_usd is not None
     role = s.role_usage.get(session.role, RoleUsage())
     role = RoleUsage(
@@ -158,6 +161,9 @@ def _spent(s: BuildState, session: OpenSession, p: ev.SessionEnded) -> Changes:
         "phase_usage": {**s.phase_usage, family: s.phase_usage.get(family, ev.Usage()) + used},
         "role_usage": {**s.role_usage, session.role: role},
     }
+    if session.rung is not None:
+        key = ladder.rung_key(session.role, session.rung)
+        changes["rung_usage"] = {**s.rung_usage, key: s.rung_usage.get(key, ev.Usage()) + used}
     unpriced = session.model or session.runtime
     if not known and tokens and unpriced not in s.unpriced_models:
         changes["unpriced_models"] = (*s.unpriced_models, unpriced)

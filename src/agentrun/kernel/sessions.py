@@ -152,7 +152,12 @@ def merged(job: SessionJob, base: str, head: str) -> list[Draft]:
 
 
 def session_started(
-    job: SessionJob, session: str, runtime: str, model: str | None, substitution: str | None
+    job: SessionJob,
+    session: str,
+    runtime: str,
+    model: str | None,
+    substitution: str | None,
+    rung: int | None = None,
 ) -> Draft:
     return Draft(
         ev.SessionStarted(
@@ -163,6 +168,7 @@ def session_started(
             phase=job.phase,
             round=job.round,
             substitution=substitution,
+            rung=rung,
         )
     )
 

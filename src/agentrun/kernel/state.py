@@ -54,6 +54,7 @@ class OpenSession(_Frozen):
     role: str
     runtime: str
     model: str | None = None
+    rung: int | None = None
     report: Report | None = None
 
 
@@ -148,6 +149,11 @@ class TaskState(_Frozen):
     usage: ev.Usage = ev.Usage()  # what the task's own sessions spent (the build's has it too)
     sessions: int = 0
     runtime: str | None = None  # a candidate's: the runtime its implement runs on
+    # A role's model ladder: the rung it is on, the failed rounds on that rung, and the
+    # failures of the last implement rounds while they repeat (the stall detection's).
+    rungs: dict[str, int] = {}
+    rung_failures: dict[str, int] = {}
+    stall: tuple[str, ...] = ()
 
     @property
     def failing(self) -> int:
@@ -222,6 +228,12 @@ class BuildState(_Frozen):
     usage: ev.Usage = ev.Usage()
     phase_usage: dict[str, ev.Usage] = {}
     role_usage: dict[str, RoleUsage] = {}
+    rung_usage: dict[str, ev.Usage] = {}  # "ROLE:RUNG": what a ladder's rung spent
+    # A role's model ladder: the rung it is on, the failed rounds on that rung, and the
+    # failures of the last implement rounds while they repeat (the stall detection's).
+    rungs: dict[str, int] = {}
+    rung_failures: dict[str, int] = {}
+    stall: tuple[str, ...] = ()
     unpriced_models: tuple[str, ...] = ()
     active_seconds: float = 0.0
     budget_grants: int = 0

@@ -45,6 +45,11 @@ from agentrun.store.lease import Heartbeat
 from agentrun.store.notes import add_note
 
 
+def rung_of(work: AgentWork) -> int | None:
+    """The rung of its role's ladder the work starts on (None: no ladder)."""
+    return work.rung if isinstance(work, RunPhase) else None
+
+
 def session_budget(state: BuildState) -> float:
     """A session's wall clock: its own budget, and never past the build's work time."""
     left = remaining_wall_seconds(state)
@@ -90,7 +95,7 @@ class SessionRunner:
     def run(self, work: AgentWork) -> None:
         state = self.build.state
         job = job_of(work, state.impl_round)
-        names = state.config.runtimes_for(job.role)
+        names = state.config.runtimes_for(job.role, rung_of(work) or 0)
         if not names:
             self.build.append(record.no_runtime(job), fact=False)
             return
@@ -105,9 +110,13 @@ class SessionRunner:
             job = merged
         else:
             self.build.append([record.begun(job)], fact=False)
+        rung = rung_of(work)
         for index, name in enumerate(names):
             substitution = names[0] if index else None
-            retry_elsewhere = self._session(job, name, substitution, last=index == len(names) - 1)
+            on = None if rung is None else rung + index  # an unreachable rung falls to the next
+            retry_elsewhere = self._session(
+                job, name, substitution, last=index == len(names) - 1, rung=on
+            )
             if not retry_elsewhere:
                 return
 
@@ -133,13 +142,16 @@ class SessionRunner:
         self.build.append(record.merged(job, base, head), fact=False)
         return None
 
-    def _session(self, job: SessionJob, name: str, substitution: str | None, last: bool) -> bool:
-        """One session on runtime ``name``; True when an alternate should take over."""
+    def _session(
+        self, job: SessionJob, name: str, substitution: str | None, last: bool, rung: int | None
+    ) -> bool:
+        """One session on runtime ``name`` (on ``rung`` of the role's ladder); True when an
+        alternate (or the next rung) should take over."""
         state = self.build.state
         session = f"s-{uuid.uuid4().hex[:8]}"
         config = state.config.runtime(name)
         model = config.model if config else None
-        self.build.append([record.session_started(job, session, name, model, substitution)])
+        self.build.append([record.session_started(job, session, name, model, substitution, rung)])
         if config is None:
             error = f"role {job.role!r} is routed to runtime {name!r}, which is not configured"
             self._fail(job, session, TurnResult(ok=False, error=error, permanent=True), "")
