@@ -24,6 +24,8 @@ from support.prompt_cache import MAX_BREAKPOINTS, PromptCache
 
 from agentrun.events import Usage
 from agentrun.runtimes.base import SessionControl, make_runtime
+from agentrun.runtimes.codex import since
+from agentrun.runtimes.codex import usage_of as codex_usage
 
 READS = 6  # tool calls before the model reports: seven requests in one session
 BIG = "".join(f"line {i}: some text the model reads back\n" for i in range(300))
@@ -193,3 +195,11 @@ def test_the_clis_cache_figures_are_read_from_their_streams(kind: str, tmp_path:
     else:
         assert usage.cache_write == 0
     assert "cache read" in said  # the transcript names them
+
+
+def test_codex_counts_cached_input_apart_and_a_resumed_turn_only_its_own() -> None:
+    before = codex_usage({"input_tokens": 1000, "cached_input_tokens": 600, "output_tokens": 50})
+    now = codex_usage({"input_tokens": 2500, "cached_input_tokens": 1800, "output_tokens": 90})
+
+    assert before == Usage(tokens_in=400, tokens_out=50, cache_read=600)
+    assert since(now, before) == Usage(tokens_in=300, tokens_out=40, cache_read=1200)

@@ -161,7 +161,7 @@ def usage_of(raw: Mapping[str, Any]) -> Usage:
     )
 
 
-def _since(now: Usage, before: Usage) -> Usage:
+def since(now: Usage, before: Usage) -> Usage:
     """A resumed thread's counts are cumulative: this turn's share of them."""
     return Usage(
         tokens_in=max(now.tokens_in - before.tokens_in, 0),
@@ -230,7 +230,7 @@ class CodexRuntime(CliRuntime):
         stream: CodexStream,
         before: Usage,
     ) -> TurnResult:
-        usage = _since(usage_of(stream.usage or {}), before)
+        usage = since(usage_of(stream.usage or {}), before)
         halted = stopped(done, handle, usage)
         if halted is not None:
             return halted
