@@ -20,6 +20,7 @@ RATIO_LINES = {
         "ratio restored-start/pip-install-wheel:",
     ],
     "decide.py": ["ratio cold/sqlite", "warm at "],
+    "caching.py": ["ratio cached/uncached input cost:"],
     "candidates.py": ["ratio 3-candidates/1:"],
     "cli.py": ["ratio agentrun --version / git --version:", "--version: "],
     "demo.py": ["ratio overhead/git-commits:"],

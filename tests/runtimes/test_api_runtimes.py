@@ -729,7 +729,8 @@ def test_messages_stream_usage_and_an_error_mid_stream() -> None:
     raw = [(name, json.dumps(data)) for name, data in events]
     reply = Messages().read(iter(raw))
     assert reply.calls == [Call("t1", "done", '{"summary": "ok"}')]
-    assert (reply.usage, reply.stop) == (Usage(tokens_in=100, tokens_out=33), "tool_use")
+    usage = Usage(tokens_in=10, tokens_out=33, cache_read=90)  # the cache's own field
+    assert (reply.usage, reply.stop) == (usage, "tool_use")
     overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     with pytest.raises(StreamFailure) as failed:
         Messages().read(iter([raw[0], ("error", json.dumps(overloaded))]))

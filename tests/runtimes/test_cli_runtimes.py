@@ -688,7 +688,7 @@ def test_aiders_usage_lines_add_up() -> None:
     assert aider_usage("nothing") == Usage()
 
 
-def test_claudes_result_counts_cached_input() -> None:
+def test_claudes_result_counts_cached_input_in_its_own_fields() -> None:
     result = {
         "usage": {
             "input_tokens": 10,
@@ -698,7 +698,8 @@ def test_claudes_result_counts_cached_input() -> None:
         },
         "total_cost_usd": 0.25,
     }
-    assert claude_usage(result) == Usage(tokens_in=115, tokens_out=7, cost_usd=0.25)
+    expected = Usage(tokens_in=10, tokens_out=7, cache_read=100, cache_write=5, cost_usd=0.25)
+    assert claude_usage(result) == expected
     assert claude_usage(None) == Usage()
 
 

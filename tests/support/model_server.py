@@ -9,10 +9,17 @@ It speaks three wire protocols, chosen by path:
 Every request is logged; a *responder* (a function of the request) says what the model
 answers: text, tool calls, token usage, or a failure (an HTTP status, a stream cut in
 the middle). Turns are protocol-neutral; the server renders them in the client's shape.
+
+Given a :class:`~support.prompt_cache.PromptCache`, the server bills a request's input
+itself, from the request, the way the provider's prompt cache would (``Turn.tokens_in``
+and its cache fields are then ignored); without one, the turn's figures are reported
+as scripted. A Messages request with more than four cache breakpoints is refused, as
+the API refuses it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import threading
@@ -23,6 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
 from support.http_body import read_body
+from support.prompt_cache import Billed, CacheRequestError, PromptCache, check_breakpoints
 
 Protocol = Literal["anthropic", "responses", "chat", "other"]
 PATHS: dict[str, Protocol] = {
@@ -40,12 +48,16 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Turn:
-    """One model answer. ``status`` other than 200 answers with that error instead."""
+    """One model answer. ``status`` other than 200 answers with that error instead.
+    ``tokens_in`` is input at the full rate; ``cache_read`` and ``cache_write`` are the
+    cache's, rendered in each protocol's own fields (OpenAI's totals include the read)."""
 
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     tokens_in: int = 100
     tokens_out: int = 20
+    cache_read: int = 0
+    cache_write: int = 0
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     error: str = "scripted failure"
@@ -122,8 +134,11 @@ Responder = Callable[[Request], Turn]
 class ModelServer:
     """``with ModelServer(responder) as server:`` … ``server.url``, ``server.requests``."""
 
-    def __init__(self, responder: Responder | None = None) -> None:
+    def __init__(
+        self, responder: Responder | None = None, cache: PromptCache | None = None
+    ) -> None:
         self.responder: Responder = responder or (lambda _req: Turn(text="ok"))
+        self.cache = cache
         self.requests: list[Request] = []
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -154,6 +169,23 @@ class ModelServer:
     def record(self, request: Request) -> None:
         with self._lock:
             self.requests.append(request)
+
+    def bill(self, request: Request, turn: Turn) -> Turn:
+        """The turn with its input billed by the prompt cache, if the server has one."""
+        if self.cache is None or not isinstance(request.body, dict):
+            return turn
+        body = request.body
+        billed: Billed = (
+            self.cache.anthropic(body)
+            if request.protocol == "anthropic"
+            else self.cache.openai(body)
+        )
+        return dataclasses.replace(
+            turn,
+            tokens_in=billed.tokens_in,
+            cache_read=billed.cache_read,
+            cache_write=billed.cache_write,
+        )
 
 
 def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
@@ -188,7 +220,16 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             if request.protocol == "other":
                 self._send_json(404, json.dumps({"error": {"message": f"no {self.path}"}}))
                 return
+            if request.protocol == "anthropic" and isinstance(body, dict):
+                try:
+                    check_breakpoints(body)
+                except CacheRequestError as refused:
+                    failure = Turn(status=400, error=str(refused))
+                    self._send_json(400, _error_body(request.protocol, failure))
+                    return
             turn = server.responder(request)
+            if turn.status == 200:
+                turn = server.bill(request, turn)
             if turn.delay:
                 time.sleep(turn.delay)
             if turn.status != 200:
@@ -234,7 +275,12 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
 
 
 def _error_body(protocol: Protocol, turn: Turn) -> str:
-    kinds = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
+    kinds = {
+        400: "invalid_request_error",
+        401: "authentication_error",
+        403: "permission_error",
+        429: "rate_limit_error",
+    }
     kind = kinds.get(turn.status, "api_error")
     if protocol == "anthropic":
         return json.dumps({"type": "error", "error": {"type": kind, "message": turn.error}})
@@ -254,8 +300,17 @@ def _events(protocol: Protocol, turn: Turn, n: int) -> Iterator[tuple[str | None
         yield from _chat_events(turn, n)
 
 
+def _anthropic_usage(turn: Turn, output_tokens: int) -> dict[str, int]:
+    return {
+        "input_tokens": turn.tokens_in,
+        "cache_creation_input_tokens": turn.cache_write,
+        "cache_read_input_tokens": turn.cache_read,
+        "output_tokens": output_tokens,
+    }
+
+
 def _anthropic_events(turn: Turn, n: int) -> Iterator[tuple[str | None, Any]]:
-    usage = {"input_tokens": turn.tokens_in, "output_tokens": 1}
+    usage = _anthropic_usage(turn, 1)
     message = {
         "id": f"msg_{n}",
         "type": "message",
@@ -343,12 +398,13 @@ def _responses_events(turn: Turn, n: int) -> Iterator[tuple[str | None, Any]]:
                 "item": item,
             },
         )
+    prompt = turn.tokens_in + turn.cache_read
     usage = {
-        "input_tokens": turn.tokens_in,
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": turn.cache_read},
         "output_tokens": turn.tokens_out,
         "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": turn.tokens_in + turn.tokens_out,
+        "total_tokens": prompt + turn.tokens_out,
     }
     done = {**base, "status": "completed", "output": output, "usage": usage}
     yield "response.completed", {"type": "response.completed", "response": done}
@@ -366,11 +422,13 @@ def _chat_calls(turn: Turn, n: int) -> list[dict[str, Any]]:
     ]
 
 
-def _chat_usage(turn: Turn) -> dict[str, int]:
+def _chat_usage(turn: Turn) -> dict[str, Any]:
+    prompt = turn.tokens_in + turn.cache_read
     return {
-        "prompt_tokens": turn.tokens_in,
+        "prompt_tokens": prompt,
         "completion_tokens": turn.tokens_out,
-        "total_tokens": turn.tokens_in + turn.tokens_out,
+        "total_tokens": prompt + turn.tokens_out,
+        "prompt_tokens_details": {"cached_tokens": turn.cache_read},
     }
 
 
@@ -401,7 +459,7 @@ def _whole(protocol: Protocol, turn: Turn, n: int) -> dict[str, Any]:
             "content": content,
             "stop_reason": "tool_use" if turn.tool_calls else "end_turn",
             "stop_sequence": None,
-            "usage": {"input_tokens": turn.tokens_in, "output_tokens": turn.tokens_out},
+            "usage": _anthropic_usage(turn, turn.tokens_out),
         }
     message: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
     if turn.tool_calls:

@@ -4,6 +4,16 @@
 true``, tools as ``tool_use`` / ``tool_result`` blocks, usage from ``message_start``
 (input) and ``message_delta`` (output, cumulative). The tool loop is shared
 (``toolloop``); this module only shapes requests and reads the stream.
+
+Prompt caching: every request marks the four cache breakpoints the API allows: the last
+tool, the system prompt, and the last block of each of the conversation's two latest
+messages. Each request of a tool loop repeats the one before it and adds to its end, so
+the API reads all of the earlier request from its cache (a tenth of the input price) and
+writes only what was added. It looks for an earlier prefix only up to 20 blocks before
+a breakpoint: the mark on the model's own last reply keeps a turn of many tool calls
+(one block for each call and each result) within reach. ``cache_read_input_tokens`` and
+``cache_creation_input_tokens`` become the usage's ``cache_read`` and ``cache_write``,
+and ``input_tokens`` (what follows the last breakpoint) its ``tokens_in``.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 DEFAULT_MODEL = "claude-sonnet-4-5"
 MAX_TOKENS = 8192
+CACHE = {"type": "ephemeral"}  # the default five minutes: a tool loop asks far more often
 
 
 class Messages:
@@ -42,30 +53,28 @@ class Messages:
     def body(
         self, model: str, system: str, messages: list[Message], tools: Iterable[ToolSpec]
     ) -> dict[str, Any]:
+        specs = [
+            {"name": tool.name, "description": tool.description, "input_schema": tool.schema()}
+            for tool in tools
+        ]
         return {
             "model": model,
             "max_tokens": MAX_TOKENS,
-            "system": system,
-            "messages": messages,
-            "tools": [
-                {"name": tool.name, "description": tool.description, "input_schema": tool.schema()}
-                for tool in tools
-            ],
+            "system": [{"type": "text", "text": system, "cache_control": CACHE}],
+            "messages": _with_breakpoints(messages),
+            "tools": _with_breakpoint_on_last(specs),
             "stream": True,
         }
 
     def read(self, events: Iterator[tuple[str, str]]) -> Reply:
         blocks: dict[int, dict[str, str]] = {}
         reply = Reply()
-        tokens_in = tokens_out = 0
         done = False
         for name, data in events:
             event = loads(data)
             kind = event.get("type") or name
             if kind == "message_start":
-                usage = (event.get("message") or {}).get("usage") or {}
-                tokens_in = _input_tokens(usage)
-                tokens_out = int(usage.get("output_tokens") or 0)
+                reply.usage = _usage((event.get("message") or {}).get("usage"), Usage())
             elif kind == "content_block_start":
                 block = event.get("content_block") or {}
                 blocks[int(event.get("index", len(blocks)))] = {
@@ -84,9 +93,7 @@ class Messages:
                     slot["json"] += str(delta.get("partial_json") or "")
             elif kind == "message_delta":
                 reply.stop = str((event.get("delta") or {}).get("stop_reason") or "")
-                usage = event.get("usage") or {}
-                tokens_out = int(usage.get("output_tokens") or tokens_out)
-                tokens_in = _input_tokens(usage) or tokens_in
+                reply.usage = _usage(event.get("usage"), reply.usage)
             elif kind == "message_stop":
                 done = True
                 break
@@ -96,7 +103,6 @@ class Messages:
                 raise StreamFailure(status, str(error.get("message") or "error in the stream"))
         if not done:
             raise failures.IncompleteStream("the stream ended before message_stop")
-        reply.usage = Usage(tokens_in=tokens_in, tokens_out=tokens_out)
         ordered = [blocks[i] for i in sorted(blocks)]
         reply.text = "".join(b["text"] for b in ordered if b["type"] == "text")
         reply.calls = [
@@ -144,9 +150,45 @@ def _root(base_url: str | None) -> str:
     return (base_url or DEFAULT_BASE_URL).rstrip("/").removesuffix("/v1")
 
 
-def _input_tokens(usage: dict[str, Any]) -> int:
-    keys = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-    return sum(int(usage.get(key) or 0) for key in keys)
+_USAGE_FIELDS = {
+    "input_tokens": "tokens_in",
+    "output_tokens": "tokens_out",
+    "cache_read_input_tokens": "cache_read",
+    "cache_creation_input_tokens": "cache_write",
+}
+
+
+def _usage(usage: object, before: Usage) -> Usage:
+    """``before`` with what this event's usage says: ``message_delta`` repeats the counts
+    cumulatively, and a field it leaves out (or sends as null) keeps its earlier value."""
+    if not isinstance(usage, dict):
+        return before
+    said = {
+        ours: int(usage[theirs])
+        for theirs, ours in _USAGE_FIELDS.items()
+        if usage.get(theirs) is not None
+    }
+    return before.model_copy(update=said)
+
+
+def _with_breakpoint_on_last(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copies, the last one marked as a cache breakpoint: the prefix up to it is cached."""
+    if not blocks:
+        return blocks
+    return [*blocks[:-1], {**blocks[-1], "cache_control": CACHE}]
+
+
+def _with_breakpoints(messages: list[Message]) -> list[Message]:
+    """The conversation with the last block of its two latest messages marked, leaving
+    the kept messages unmarked: the marks move to the end with every request, and the
+    earlier ones would soon pass the API's limit of four."""
+    return [*messages[:-2], *(_marked(message) for message in messages[-2:])]
+
+
+def _marked(message: Message) -> Message:
+    content = message["content"]
+    blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+    return {**message, "content": _with_breakpoint_on_last(blocks)}
 
 
 register_wire("anthropic", Messages())

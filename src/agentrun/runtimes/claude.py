@@ -87,7 +87,7 @@ class ClaudeStream(JsonLines):
             self.answers[key] = usage_of({"usage": message["usage"]})
             limit = self.handle.spec.max_tokens
             seen = self.seen
-            if limit is not None and seen.tokens_in + seen.tokens_out >= limit:
+            if limit is not None and seen.tokens >= limit:
                 self.over_budget = True
                 if self.stop is not None:
                     self.stop.set()
@@ -134,14 +134,12 @@ def usage_of(result: Mapping[str, Any] | None) -> Usage:
         return Usage()
     raw = result.get("usage") if isinstance(result.get("usage"), dict) else {}
     assert isinstance(raw, dict)
-    tokens_in = sum(
-        integer(raw.get(key))
-        for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-    )
     cost = result.get("total_cost_usd")
     return Usage(
-        tokens_in=tokens_in,
+        tokens_in=integer(raw.get("input_tokens")),
         tokens_out=integer(raw.get("output_tokens")),
+        cache_read=integer(raw.get("cache_read_input_tokens")),
+        cache_write=integer(raw.get("cache_creation_input_tokens")),
         cost_usd=float(cost) if isinstance(cost, int | float) else None,
     )
 
@@ -204,7 +202,7 @@ def _outcome(
     result = stream.result
     usage = usage_of(result) if result is not None else stream.seen
     if stream.over_budget and result is None:
-        spent, limit = usage.tokens_in + usage.tokens_out, handle.spec.max_tokens
+        spent, limit = usage.tokens, handle.spec.max_tokens
         error = (
             f"the session used {spent:,} tokens and the build's budget left it {limit:,}: "
             "Claude Code was ended before asking the model again"
@@ -218,10 +216,7 @@ def _outcome(
         tail = done.output.strip().splitlines()[-1:] or [f"exit status {done.exit_code}"]
         return failed("claude", tail[0], usage, key_var)
     text = str(result.get("result") or "")
-    usage_line = f"{usage.tokens_in} tokens in, {usage.tokens_out} out"
-    if usage.cost_usd is not None:
-        usage_line += f", ${usage.cost_usd:.4f}"
-    handle.transcript.append(f"[claude] {result.get('subtype')}: {usage_line}\n")
+    handle.transcript.append(f"[claude] {result.get('subtype')}: {usage.describe()}\n")
     if result.get("is_error") or done.exit_code != 0:
         message = text or "; ".join(_errors(result)) or f"exit {done.exit_code}"
         status = result.get("api_error_status")

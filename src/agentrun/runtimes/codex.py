@@ -130,9 +130,9 @@ def codex_home(env: Mapping[str, str]) -> Path:
     return Path(env.get("CODEX_HOME") or Path(env.get("HOME", "~")) / ".codex").expanduser()
 
 
-def thread_totals(env: Mapping[str, str], thread_id: str) -> tuple[int, int]:
-    """The (input, output) tokens a thread's rollout file recorded so far; (0, 0) if none."""
-    totals = (0, 0)
+def thread_totals(env: Mapping[str, str], thread_id: str) -> Usage:
+    """The usage a thread's rollout file recorded so far; none if it has none."""
+    totals = Usage()
     sessions = codex_home(env) / "sessions"
     for path in sessions.glob(f"*/*/*/rollout-*{thread_id}.jsonl"):
         try:
@@ -146,8 +146,28 @@ def thread_totals(env: Mapping[str, str], thread_id: str) -> tuple[int, int]:
             info = payload.get("info") if isinstance(payload, dict) else None
             total = info.get("total_token_usage") if isinstance(info, dict) else None
             if isinstance(total, dict):
-                totals = (integer(total.get("input_tokens")), integer(total.get("output_tokens")))
+                totals = usage_of(total)
     return totals
+
+
+def usage_of(raw: Mapping[str, Any]) -> Usage:
+    """Codex's token counts: ``input_tokens`` includes ``cached_input_tokens`` (OpenAI's
+    automatic prefix cache), which is the usage's ``cache_read``."""
+    cached = integer(raw.get("cached_input_tokens"))
+    return Usage(
+        tokens_in=max(integer(raw.get("input_tokens")) - cached, 0),
+        tokens_out=integer(raw.get("output_tokens")),
+        cache_read=cached,
+    )
+
+
+def since(now: Usage, before: Usage) -> Usage:
+    """A resumed thread's counts are cumulative: this turn's share of them."""
+    return Usage(
+        tokens_in=max(now.tokens_in - before.tokens_in, 0),
+        tokens_out=max(now.tokens_out - before.tokens_out, 0),
+        cache_read=max(now.cache_read - before.cache_read, 0),
+    )
 
 
 class CodexRuntime(CliRuntime):
@@ -169,14 +189,14 @@ class CodexRuntime(CliRuntime):
 
     def _run(self, turn: CliTurn) -> TurnResult:
         handle, resume = turn.handle, turn.resume
-        before = (0, 0)
+        before = Usage()
         if resume:
             handle.transcript.append(f"[agentrun] continuing Codex thread {resume}\n")
             before = thread_totals(turn.env, resume)
         stream, done = self._once(turn, resume)
         if resume and isinstance(done, procs.Finished) and _thread_gone(done, stream):
             handle.transcript.append(f"[agentrun] thread {resume} is gone here; starting fresh\n")
-            before = (0, 0)
+            before = Usage()
             stream, done = self._once(turn, None)
         if stream.thread_id:
             handle.runtime_session_id = stream.thread_id
@@ -208,20 +228,14 @@ class CodexRuntime(CliRuntime):
         done: procs.Finished,
         handle: CliHandle,
         stream: CodexStream,
-        before: tuple[int, int],
+        before: Usage,
     ) -> TurnResult:
-        raw = stream.usage or {}
-        usage = Usage(
-            tokens_in=max(integer(raw.get("input_tokens")) - before[0], 0),
-            tokens_out=max(integer(raw.get("output_tokens")) - before[1], 0),
-        )
+        usage = since(usage_of(stream.usage or {}), before)
         halted = stopped(done, handle, usage)
         if halted is not None:
             return halted
         if stream.usage is not None:
-            handle.transcript.append(
-                f"[codex] turn completed: {usage.tokens_in} tokens in, {usage.tokens_out} out\n"
-            )
+            handle.transcript.append(f"[codex] turn completed: {usage.describe()}\n")
         problem = stream.failure or (stream.errors[-1] if stream.errors else None)
         if stream.failure or done.exit_code != 0 or stream.usage is None:
             if problem is None:

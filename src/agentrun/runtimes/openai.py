@@ -4,6 +4,11 @@ OpenAI itself, vLLM, Ollama, a llama.cpp server: ``POST {base_url}/chat/completi
 with ``stream: true``, tools in the chat-completions shape, usage from the last chunk
 (``stream_options.include_usage``). The tool loop is shared (``toolloop``); this
 module only shapes requests and reads the stream.
+
+Prompt caching is the server's own: OpenAI caches a request's longest prefix seen before
+(from 1,024 tokens) without any marks, and says how much in
+``prompt_tokens_details.cached_tokens``, which ``prompt_tokens`` includes; it becomes the
+usage's ``cache_read``, and only the rest its ``tokens_in``.
 """
 
 from __future__ import annotations
@@ -69,10 +74,7 @@ class ChatCompletions:
                 raise _stream_error(error)
             usage = chunk.get("usage")
             if isinstance(usage, dict):
-                reply.usage = Usage(
-                    tokens_in=int(usage.get("prompt_tokens") or 0),
-                    tokens_out=int(usage.get("completion_tokens") or 0),
-                )
+                reply.usage = _usage(usage)
             for choice in chunk.get("choices") or []:
                 delta = choice.get("delta") or {}
                 if delta.get("content"):
@@ -111,6 +113,16 @@ class ChatCompletions:
 
     def add_user(self, messages: list[Message], text: str) -> None:
         messages.append({"role": "user", "content": text})
+
+
+def _usage(usage: dict[str, Any]) -> Usage:
+    details = usage.get("prompt_tokens_details")
+    cached = int((details.get("cached_tokens") if isinstance(details, dict) else 0) or 0)
+    return Usage(
+        tokens_in=max(int(usage.get("prompt_tokens") or 0) - cached, 0),
+        tokens_out=int(usage.get("completion_tokens") or 0),
+        cache_read=cached,
+    )
 
 
 def _add_call_part(calls: dict[int, dict[str, str]], part: dict[str, Any]) -> None:

@@ -154,7 +154,7 @@ class ApiRuntime(TurnRuntime):
                 handle.messages.extend(self.wire.results(done))
                 if any(result.terminal for _, result in done):
                     return TurnResult(ok=True, text=got.text, usage=usage)
-                spent = usage.tokens_in + usage.tokens_out
+                spent = usage.tokens  # a cache's tokens count toward the budget too
                 if spec.max_tokens is not None and spent >= spec.max_tokens:
                     # Tools cost nothing; the next request would spend past the budget.
                     error = (
