@@ -187,3 +187,31 @@ def test_dollars_per_solved_instance(server: ModelServer, cache: Path, tmp_path:
     # A cheap rung that solves one instance of three pays for the others' failed rounds.
     assert lucky["rounds"] == 2 * COUNT - 1
     assert lucky["usd_per_solved"] < strong["usd_per_solved"]
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('[[verify]]\nname = "mine"\ncommand = "true"\n', "leave [verify] out"),
+        ("[roles\n", "not TOML"),
+        ('[roles]\ndefault = ["nowhere"]\n', "nowhere"),
+    ],
+)
+def test_a_configuration_it_cannot_use_is_one_line(tmp_path: Path, text: str, said: str) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text(text)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(HARNESS / "run.py"),
+            "--config",
+            str(config),
+            "--cache",
+            "/nonexistent",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1
+    assert len(done.stderr.strip().splitlines()) == 1 and said in done.stderr, done.stderr
+    assert done.stdout == ""

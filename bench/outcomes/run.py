@@ -32,8 +32,9 @@ import time
 import tomllib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 # The harness's helpers, then bench/'s, before agentrun (importing it takes the script's
 # folder off sys.path).
@@ -51,6 +52,7 @@ from agentrun.events import (
     ImplementStarted,
     SessionEnded,
     SessionStarted,
+    Usage,
     VerifyCompleted,
 )
 from agentrun.store.log import EventLog
@@ -109,42 +111,67 @@ def merged(setup: Setup, instance: inst.Instance) -> str:
 # --- one build ---------------------------------------------------------------------------
 
 
-def add(table: dict[str, float], key: str, value: float) -> None:
-    table[key] = round(table.get(key, 0.0) + value, 6)
+@dataclass
+class Spend:
+    """What sessions spent: dollars (of the priced ones), tokens, the models with no price,
+    and dollars per phase, per ladder rung (``ROLE#RUNG RUNTIME``) and per model
+    (``RUNTIME:MODEL``)."""
+
+    usd: float = 0.0
+    tokens: int = 0
+    unpriced: list[str] = field(default_factory=list)
+    by_phase: dict[str, float] = field(default_factory=dict)
+    by_rung: dict[str, float] = field(default_factory=dict)
+    by_model: dict[str, float] = field(default_factory=dict)
+
+    def add(self, other: Spend) -> None:
+        self.usd = round(self.usd + other.usd, 6)
+        self.tokens += other.tokens
+        self.unpriced = sorted({*self.unpriced, *other.unpriced})
+        for mine, theirs in (
+            (self.by_phase, other.by_phase),
+            (self.by_rung, other.by_rung),
+            (self.by_model, other.by_model),
+        ):
+            for key, usd in theirs.items():
+                mine[key] = round(mine.get(key, 0.0) + usd, 6)
 
 
-def spend(events: list[Event]) -> dict[str, object]:
-    """What the build's sessions spent, from its log: dollars, tokens, and dollars per
-    phase, per ladder rung (``ROLE#RUNG RUNTIME``) and per model (``RUNTIME:MODEL``)."""
+def session_spend(s: SessionStarted, usage: Usage) -> Spend:
+    model = f"{s.runtime}:{s.model or '-'}"
+    if usage.cost_usd is None:
+        unknown = [model] if usage.tokens or not usage.reported else []
+        return Spend(tokens=usage.tokens, unpriced=unknown)
+    usd = usage.cost_usd
+    rung = {f"{s.role}#{s.rung} {s.runtime}": usd} if s.rung is not None else {}
+    return Spend(usd, usage.tokens, [], {s.phase: usd}, rung, {model: usd})
+
+
+def spend(events: list[Event]) -> Spend:
+    """What the build's sessions spent, from its log."""
     started: dict[str, SessionStarted] = {}
-    cost, tokens, unpriced = 0.0, 0, set()
-    by_phase: dict[str, float] = {}
-    by_rung: dict[str, float] = {}
-    by_model: dict[str, float] = {}
+    total = Spend()
     for event in events:
         p = event.payload
         if isinstance(p, SessionStarted):
             started[p.session] = p
         elif isinstance(p, SessionEnded) and p.session in started:
-            s = started[p.session]
-            model = f"{s.runtime}:{s.model or '-'}"
-            tokens += p.usage.tokens
-            if p.usage.cost_usd is None:
-                unpriced |= {model} if p.usage.tokens or not p.usage.reported else set()
-                continue
-            cost += p.usage.cost_usd
-            add(by_phase, s.phase, p.usage.cost_usd)
-            add(by_model, model, p.usage.cost_usd)
-            if s.rung is not None:
-                add(by_rung, f"{s.role}#{s.rung} {s.runtime}", p.usage.cost_usd)
-    return {
-        "usd": round(cost, 6),
-        "tokens": tokens,
-        "unpriced": sorted(unpriced),
-        "by_phase": by_phase,
-        "by_rung": by_rung,
-        "by_model": by_model,
-    }
+            total.add(session_spend(started[p.session], p.usage))
+    return total
+
+
+@dataclass
+class Result:
+    """One instance's build with one configuration."""
+
+    instance: str
+    project: str
+    state: str  # complete, parked, failed; error or timeout (the run itself went wrong)
+    solved: bool
+    rounds: int  # implement rounds
+    seconds: float
+    spend: Spend
+    why: str  # what a build that did not complete asked, or how the run went wrong
 
 
 def read_log(repo_dir: Path) -> tuple[str | None, list[Event]]:
@@ -187,7 +214,7 @@ def one_build(
     work: Path,
     env: dict[str, str],
     timeout: float,
-) -> dict[str, object]:
+) -> Result:
     """The instance through ``git agentrun run`` with the setup, in a fresh clone: its end
     state, whether it is solved, what it spent, its implement rounds and wall time."""
     repo_dir = work / setup.name / instance.id
@@ -224,55 +251,58 @@ def one_build(
     else:
         asked = [e.payload for e in events if isinstance(e.payload, EscalationRaised)]
         why = asked[-1].question if asked and state != "complete" else ""
-    return {
-        "instance": instance.id,
-        "project": f"{instance.project.name} {instance.project.version}",
-        "state": state,
-        "solved": solved,
-        "rounds": sum(1 for e in events if isinstance(e.payload, ImplementStarted) and not e.task),
-        "seconds": round(seconds, 2),
-        **spend(events),
-        "why": why,
-    }
+    rounds = sum(1 for e in events if isinstance(e.payload, ImplementStarted) and not e.task)
+    project = f"{instance.project.name} {instance.project.version}"
+    return Result(
+        instance.id, project, state, solved, rounds, round(seconds, 2), spend(events), why
+    )
 
 
 # --- a configuration's figures -----------------------------------------------------------
 
 
-def summary(results: list[dict[str, object]]) -> dict[str, object]:
-    """The configuration's figures over its instances."""
-    solved = [r for r in results if r["solved"]]
-    usd = sum(float(r["usd"]) for r in results)  # type: ignore[arg-type]
-    unsolved = sum(float(r["usd"]) for r in results if not r["solved"])  # type: ignore[arg-type]
-    tables: dict[str, dict[str, float]] = {"by_phase": {}, "by_rung": {}, "by_model": {}}
+def flat(result: Result) -> dict[str, object]:
+    """A result as JSON has it: its spend's fields among its own."""
+    fields = asdict(result)
+    return {**fields, **fields.pop("spend")}
+
+
+def summary(results: list[Result]) -> dict[str, object]:
+    """The configuration's figures over its instances: dollars per solved instance is
+    everything spent, on solved and unsolved ones, over the number solved."""
+    solved = [r for r in results if r.solved]
+    total = Spend()
     for r in results:
-        for name, table in tables.items():
-            for key, value in r[name].items():  # type: ignore[attr-defined]
-                add(table, key, value)
+        total.add(r.spend)
     return {
         "instances": len(results),
         "solved": len(solved),
         "solved_rate": round(len(solved) / len(results), 4) if results else 0.0,
-        "usd": round(usd, 6),
-        "usd_per_solved": round(usd / len(solved), 6) if solved else None,
-        "usd_unsolved": round(unsolved, 6),
-        "seconds": round(sum(float(r["seconds"]) for r in results), 2),  # type: ignore[arg-type]
-        "rounds": sum(int(r["rounds"]) for r in results),  # type: ignore[call-overload]
-        "unpriced": sorted({m for r in results for m in r["unpriced"]}),  # type: ignore[attr-defined]
-        **tables,
+        "usd": total.usd,
+        "usd_per_solved": round(total.usd / len(solved), 6) if solved else None,
+        "usd_unsolved": round(sum(r.spend.usd for r in results if not r.solved), 6),
+        "seconds": round(sum(r.seconds for r in results), 2),
+        "rounds": sum(r.rounds for r in results),
+        "tokens": total.tokens,
+        "unpriced": total.unpriced,
+        "by_phase": total.by_phase,
+        "by_rung": total.by_rung,
+        "by_model": total.by_model,
     }
 
 
-def dollars(value: object) -> str:
-    return "-" if value is None else f"${float(value):.4f}"  # type: ignore[arg-type]
+def dollars(value: float | None) -> str:
+    return "-" if value is None else f"${value:.4f}"
 
 
 def spread(table: dict[str, float]) -> str:
+    """``key $x, key $y``, by key."""
     return ", ".join(f"{k} {dollars(v)}" for k, v in sorted(table.items())) or "-"
 
 
-def print_tables(report: dict[str, object]) -> None:
-    for config in report["configs"]:  # type: ignore[attr-defined]
+def print_tables(report: dict[str, Any]) -> None:
+    """The JSON report as tables: each configuration's instances, then the comparison."""
+    for config in report["configs"]:
         s = config["summary"]
         print(f"\n{config['name']} ({config['path']})")
         print(f"  {'instance':<32} {'state':<9} {'solved':<6} {'rounds':>6} {'$':>9} {'s':>7}")
@@ -293,7 +323,7 @@ def print_tables(report: dict[str, object]) -> None:
         f"\n{'configuration':<28} {'solved':>8} {'$/solved':>10} {'$ unsolved':>11} "
         f"{'$ total':>9} {'rounds':>6} {'wall s':>7}"
     )
-    for config in report["configs"]:  # type: ignore[attr-defined]
+    for config in report["configs"]:
         s = config["summary"]
         solved = f"{s['solved']}/{s['instances']}"
         print(
@@ -301,7 +331,7 @@ def print_tables(report: dict[str, object]) -> None:
             f"{dollars(s['usd_unsolved']):>11} {dollars(s['usd']):>9} {s['rounds']:>6} "
             f"{s['seconds']:>7.1f}"
         )
-    for config in report["configs"]:  # type: ignore[attr-defined]
+    for config in report["configs"]:
         s = config["summary"]
         print(
             f"dollars per solved instance, {config['name']}: {dollars(s['usd_per_solved'])} "
@@ -339,12 +369,12 @@ def measure(
             pool.submit(one_build, setup, i, prepared[i.id], work, env, timeout)
             for setup, i in pairs
         ]
-        results: dict[str, list[dict[str, object]]] = {s.name: [] for s in setups}
+        results: dict[str, list[Result]] = {s.name: [] for s in setups}
         for (setup, _), future in zip(pairs, futures, strict=True):
             result = future.result()
             progress(
-                f"{setup.name} {result['instance']}: {result['state']}, "
-                f"{'solved' if result['solved'] else 'unsolved'}, {dollars(result['usd'])}"
+                f"{setup.name} {result.instance}: {result.state}, "
+                f"{'solved' if result.solved else 'unsolved'}, {dollars(result.spend.usd)}"
             )
             results[setup.name].append(result)
     configs = [
@@ -352,7 +382,7 @@ def measure(
             "name": setup.name,
             "path": str(setup.path),
             "summary": summary(results[setup.name]),
-            "instances": results[setup.name],
+            "instances": [flat(r) for r in results[setup.name]],
         }
         for setup in setups
     ]

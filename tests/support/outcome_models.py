@@ -50,16 +50,14 @@ def tool_names(request: Request) -> list[str]:
     return [t.get("name") or t.get("function", {}).get("name", "") for t in tools]
 
 
+# A session's phase by the verb among its tools; the reviews (plan and code) approve alike.
+PHASE_VERBS = {"submit_plan": "plan", "done": "implement", "pass": "verify"}
+
+
 def phase_of(request: Request) -> str:
     """plan, implement, verify or review: from the tools the session was given."""
     names = tool_names(request)
-    if "submit_plan" in names:
-        return "plan"
-    if "done" in names:
-        return "implement"
-    if "pass" in names:
-        return "verify"
-    return "review"
+    return next((phase for verb, phase in PHASE_VERBS.items() if verb in names), "review")
 
 
 class OutcomeModels:
