@@ -217,7 +217,9 @@ def _session(out: _Out, job: sessions.Job, act: Act) -> None:
         return
     session = f"s-{out.now.sessions + 1:04d}"
     out.add(sessions.begun(job))
-    out.add(sessions.session_started(job, session, "sim", None, None))
+    rung = job.work.rung if isinstance(job.work, RunPhase) else None
+    runtime = "sim" if rung is None else out.now.config.runtimes_for(job.role, rung)[0]
+    out.add(sessions.session_started(job, session, runtime, None, None, rung))
     if act.kind == "crash":
         return
     if act.kind == "interrupt":

@@ -83,6 +83,16 @@ def script_toml(steps: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def script_runtimes(repo_path: Path, scripts: dict[str, list[dict[str, Any]]]) -> str:
+    """A scripted runtime per name, each with its own script file (staged), as TOML."""
+    tables = []
+    for name, steps in scripts.items():
+        (repo_path / f"{name}.toml").write_text(script_toml(steps))
+        git(repo_path, "add", f"{name}.toml")
+        tables.append(f'[runtimes.{name}]\nkind = "script"\nscript = "{name}.toml"\n')
+    return "\n".join(tables)
+
+
 def configure(
     repo_path: Path,
     steps: list[dict[str, Any]] | None = None,

@@ -262,7 +262,10 @@ def test_usage_in_status_show_log_and_the_proposal(
     assert entry["usage"] == {
         "tokens_in": 2800,
         "tokens_out": 1000,
+        "cache_read": 0,
+        "cache_write": 0,
         "cost_usd": pytest.approx(0.0135),
+        "reported": True,
         "unpriced": [],
     }
 

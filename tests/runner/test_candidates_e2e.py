@@ -10,22 +10,20 @@ from typing import Any
 
 import pygit2
 import pytest
-from runner.helpers import configure, events, git, only_slug, payloads, run_cli, script_toml
+from runner.helpers import (
+    configure,
+    events,
+    git,
+    only_slug,
+    payloads,
+    run_cli,
+    script_runtimes,
+)
 
 from agentrun.events import Event
 
 GOAL = "Make the answer good"
 CHECK = '[[verify]]\nname = "good"\ncommand = "grep -q good answer.txt"\n'
-
-
-def runtimes(repo_path: Path, scripts: dict[str, list[dict[str, Any]]]) -> str:
-    """A scripted runtime per name, each with its own script file (committed)."""
-    tables = []
-    for name, steps in scripts.items():
-        (repo_path / f"{name}.toml").write_text(script_toml(steps))
-        git(repo_path, "add", f"{name}.toml")
-        tables.append(f'[runtimes.{name}]\nkind = "script"\nscript = "{name}.toml"\n')
-    return "\n".join(tables)
 
 
 def answers(text: str, **extra: Any) -> list[dict[str, Any]]:
@@ -39,7 +37,7 @@ def of(log: list[Event], kind: str) -> list[Event]:
 def test_the_smallest_passing_candidate_goes_on_and_the_others_are_kept(
     repo_path: Path, repo: pygit2.Repository
 ) -> None:
-    tables = runtimes(
+    tables = script_runtimes(
         repo_path,
         {
             "bad": answers("bad\n"),
@@ -102,7 +100,9 @@ def test_the_select_agent_picks_among_the_passing_candidates(
         "(out / 'bad.txt').write_text(f'{bad.returncode}\\n{bad.stderr}')\n"
         "subprocess.run([*verb, '1'], check=True)\n"
     )
-    tables = runtimes(repo_path, {"long": answers("good\nand more\n"), "short": answers("good\n")})
+    tables = script_runtimes(
+        repo_path, {"long": answers("good\nand more\n"), "short": answers("good\n")}
+    )
     argv = json.dumps([sys.executable, str(program)])
     select = f'[runtimes.chooser]\nkind = "command"\ncommand = {argv}\n'
     extra = f'{tables}\n{select}\n[candidates]\nimplement = ["long", "short"]\n{CHECK}'
@@ -131,7 +131,7 @@ def test_with_none_passing_the_fewest_failures_go_on_into_the_next_round(
     repo_path: Path, repo: pygit2.Repository
 ) -> None:
     both = CHECK + '[[verify]]\nname = "named"\ncommand = "test -f NAME"\n'
-    tables = runtimes(
+    tables = script_runtimes(
         repo_path,
         {
             "worse": [

@@ -574,7 +574,9 @@ def test_a_check_that_keeps_failing_asks_with_the_end_of_its_output(
     its start (progress dots and FAILURES banners)."""
     noise = "." * 3000
     command = f"echo {noise}; echo 'FAILED tests/test_x.py::test_last - assert 1 == 2'; exit 1"
-    configure(repo_path, extra=f'[[verify]]\nname = "tests"\ncommand = "{command}"\n')
+    # The same failure every round: no stall question before the round limit's here.
+    policy = "[policy]\nstall_rounds = 9\n"
+    configure(repo_path, extra=f'{policy}[[verify]]\nname = "tests"\ncommand = "{command}"\n')
     _, outcome = build(repo)
 
     assert outcome.state.state_name == "parked"
@@ -595,13 +597,15 @@ def test_a_symlink_pointing_outside_the_worktree_is_refused(
     )
     slug, outcome = build(repo)
 
-    # Every round plants the link again; each is refused, until the round limit asks a human.
+    # Every round plants the link again; each is refused, and the second refusal of the
+    # same kind in a row is a stall: a human is asked, not the remaining rounds spent.
     assert outcome.state.state_name == "parked"
-    assert outcome.state.open_escalations[0].cause == "round-limit"
+    assert outcome.state.open_escalations[0].cause == "stall"
+    assert outcome.state.impl_round == 3
     failed = phase_failures(repo, slug)
     assert [f.error for f in failed] == [
         "the worktree adds leak, a symlink pointing outside the worktree (/etc/passwd)"
-    ] * 3
+    ] * 2
     assert not any(s.startswith("implement@") for s in subjects(repo_path, slug))
     assert "leak" not in repo.revparse_single(f"agentrun/{slug}").peel(pygit2.Commit).tree
 

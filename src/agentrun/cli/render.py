@@ -11,6 +11,7 @@ import click
 from agentrun.commands.inspect import BuildRow, task_rows
 from agentrun.events import Usage, describe_actor
 from agentrun.forge.base import ProposalInfo
+from agentrun.kernel.ladder import rung_spend
 from agentrun.kernel.state import BuildState
 from agentrun.store.log import Stored
 
@@ -147,6 +148,11 @@ def outcome_lines(state: BuildState, word: str) -> list[str]:
 def usage_lines(state: BuildState) -> list[str]:
     """Tokens and cost per phase and for the whole build."""
     lines = [f"usage:    {phase}: {used.describe()}" for phase, used in state.phase_usage.items()]
+    lines += [
+        f"rung:     {r.role} {r.rung} ({r.runtime}{', now' if r.current else ''}): "
+        f"{r.usage.describe()}"
+        for r in rung_spend(state)
+    ]
     lines.append(f"total:    {state.usage.describe()}")
     if state.unpriced_models:
         lines.append(f"unknown price: {', '.join(state.unpriced_models)} (add [prices.MODEL])")

@@ -11,6 +11,7 @@ from typing import Any
 import pygit2
 
 from agentrun.errors import AgentrunError, UnknownBuildError
+from agentrun.kernel.ladder import rung_spend
 from agentrun.kernel.state import BuildState, Escalation, TaskState
 from agentrun.kernel.tasks import branch_of, task_phase, task_state_name
 from agentrun.store.archive import archived
@@ -129,6 +130,16 @@ class BuildRow:
             "archived": self.archived,
             "tasks": [t.as_json() for t in self.tasks],
             "candidates": candidates_json(s),
+            "rungs": [
+                {
+                    "role": r.role,
+                    "rung": r.rung,
+                    "runtime": r.runtime,
+                    "current": r.current,
+                    "usage": r.usage.model_dump(mode="json"),
+                }
+                for r in rung_spend(s)
+            ],
         }
 
 

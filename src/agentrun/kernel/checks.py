@@ -11,6 +11,7 @@ from __future__ import annotations
 from agentrun import events as ev
 from agentrun.kernel.decide import RunCheck, RunFinalizeStep, SkipVerify
 from agentrun.kernel.draft import Draft
+from agentrun.kernel.ladder import fingerprint
 
 GAVE_UP = "gave up: the step kept being cut short (Ctrl-C or a runner that stopped)"
 REASON_TAIL = 2000  # characters of a failed check's output its reason quotes
@@ -39,6 +40,7 @@ def check_completed(
         report=report_name(work),
         reason="" if passed else f"`{work.command}` {status}:\n{output[-REASON_TAIL:]}",
         head=head,
+        failure=None if passed else fingerprint(work.step, output),
     )
     return Draft(completed, artifacts={report_name(work): report})
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 
 from agentrun import events as ev
 from agentrun.kernel.decisions import Climb
@@ -48,8 +49,7 @@ def fingerprint(step: str, output: str) -> str:
     ids: set[str] = set()
     for pattern in _TEST_IDS:
         for found in pattern.finditer(output):
-            groups = [g for g in found.groups() if g]
-            ids.add(groups[-1] if len(groups) == 1 else f"{groups[1]}.{groups[0]}")
+            ids.add(_test_id(*found.groups()))
     ids.discard("Console")  # jest's console block, not a test
     if ids:
         return f"{step}: {', '.join(sorted(ids))}"
@@ -58,6 +58,14 @@ def fingerprint(step: str, output: str) -> str:
     for pattern, mask in _MASKS:
         text = pattern.sub(mask, text)
     return f"{step}: output {hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+def _test_id(name: str, where: str | None = None) -> str:
+    """One test's id; unittest names the method and its class (with the method again on
+    Python 3.11 and later)."""
+    if where is None or where.endswith(f".{name}"):
+        return where or name
+    return f"{where}.{name}"
 
 
 def failed_round(s: BuildState, role: str, failure: str | None) -> Changes:
@@ -104,6 +112,8 @@ def climb(s: BuildState, role: str, phase: str, round_: int) -> Climb | None:
     if failed >= ladder.climb_after:
         rounds = "round" if failed == 1 else "rounds"
         reason = f"{failed} failed {rounds} on {ladder.rungs[rung]}"
+    elif role == "implement" and len(s.stall) >= s.config.policy.stall_rounds:
+        reason = f"the same failure {len(s.stall)} rounds in a row on {ladder.rungs[rung]}"
     elif attempts >= s.config.policy.max_phase_attempts:
         reason = f"{phase}@{round_} failed {attempts} times on {ladder.rungs[rung]}"
     else:
@@ -113,9 +123,10 @@ def climb(s: BuildState, role: str, phase: str, round_: int) -> Climb | None:
 
 def stalled(s: BuildState) -> str | None:
     """The question a stalled build asks (None: it is not stalled): the same failure
-    ``stall_rounds`` implement rounds in a row."""
-    rounds = s.config.policy.stall_rounds
-    if len(s.stall) < rounds:
+    ``stall_rounds`` implement rounds in a row, and no rung above to climb to."""
+    if len(s.stall) < s.config.policy.stall_rounds:
+        return None
+    if climb(s, "implement", "implement", s.impl_round) is not None:
         return None
     return (
         f"The same failure came back {len(s.stall)} rounds in a row ({s.stall[-1]}), so the "
@@ -128,3 +139,36 @@ def stalled(s: BuildState) -> str | None:
 def rung_key(role: str, rung: int) -> str:
     """The key of ``rung_usage``: ``ROLE:RUNG``."""
     return f"{role}:{rung}"
+
+
+@dataclass(frozen=True)
+class RungSpend:
+    """What one rung of a role's ladder spent, and whether the role is on it now."""
+
+    role: str
+    rung: int
+    runtime: str
+    usage: ev.Usage
+    current: bool
+
+
+def rung_spend(s: BuildState) -> list[RungSpend]:
+    """Every rung of every ladder that ran a session or is where its role is now, in
+    ladder order: what ``status --json``, ``show`` and the proposal list."""
+    found = []
+    for role, ladder in s.config.ladder.items():
+        on = s.rungs.get(role, 0)
+        for rung, runtime in enumerate(ladder.rungs):
+            used = s.rung_usage.get(rung_key(role, rung))
+            if used is not None or (rung == on and role in s.role_usage):
+                found.append(RungSpend(role, rung, runtime, used or ev.Usage(), rung == on))
+    return found
+
+
+def rung_lines(s: BuildState) -> list[str]:
+    """``| implement | 0 · cheap | 1,234 tokens … |`` rows, the current rung marked."""
+    return [
+        f"| {r.role} | {r.rung} · {r.runtime}{' (now)' if r.current else ''} | "
+        f"{r.usage.describe()} |"
+        for r in rung_spend(s)
+    ]

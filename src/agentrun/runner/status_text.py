@@ -8,6 +8,7 @@ the ``/agentrun answer`` syntax, usage, links) and ``render_hosted_body``.
 
 from __future__ import annotations
 
+from agentrun.kernel.ladder import rung_lines
 from agentrun.kernel.state import BuildState, Escalation
 from agentrun.kernel.tasks import task_phase, task_state_name
 
@@ -55,9 +56,16 @@ def render_status(state: BuildState) -> str:
     if state.phase_usage:
         lines += ["", "| phase | usage |", "| --- | --- |"]
         lines += [f"| {phase} | {used.describe()} |" for phase, used in state.phase_usage.items()]
+    lines += _rungs_table(state)
     if state.unpriced_models:
         lines.append(f"\nUnknown price (not in the total): {', '.join(state.unpriced_models)}")
     return "\n".join(lines) + "\n"
+
+
+def _rungs_table(state: BuildState) -> list[str]:
+    """What each rung of a model ladder spent (none without a ladder)."""
+    rows = rung_lines(state)
+    return ["", "| role | rung | usage |", "| --- | --- | --- |", *rows] if rows else []
 
 
 def render_body(state: BuildState) -> str:
@@ -88,6 +96,7 @@ def render_hosted_status(state: BuildState, run_url: str | None = None) -> str:
         lines += ["", "**Tasks**", *_tasks_table(state)]
     lines += _candidates_table(state, "**Candidates**")
     lines += _verify_table(state)
+    lines += _rungs_table(state)
     if state.observations:
         lines += ["", "Follow-ups:"] + [f"- {clip(o, 300)}" for o in state.observations[-10:]]
     links = [f"log: `git agentrun log {state.slug}`"]
