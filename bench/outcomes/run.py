@@ -1,7 +1,7 @@
 """Outcomes: what a configuration of agentrun solves on real projects' bugs, and what it spends.
 
     .venv/bin/python bench/outcomes/run.py --config FILE [--config FILE ...]
-        [--instances N] [--jobs N] [--json] [--cache DIR] [--keep DIR]
+        [--instances N | --quick] [--jobs N] [--json] [--cache DIR] [--keep DIR]
     .venv/bin/python bench/outcomes/run.py --check [--instances N]
 
 Each instance (instances.toml) is a real project's pinned sdist, fetched from the package
@@ -16,8 +16,10 @@ passing run of them was on that very tree).
 Printed per configuration: the solved rate, dollars per solved instance (everything the
 configuration spent, over the instances it solved), dollars spent on the unsolved ones,
 wall time, implement rounds, and the spend per phase, per ladder rung and per model, as a
-table, or as JSON with ``--json``. ``--check`` checks the instances themselves: each
-project's tests pass without the bug and fail with it, naming the instance's failing test.
+table (ending with each configuration's dollars per solved instance as a ratio to the first
+configuration's, measured in the same run), or as JSON with ``--json``. ``--check``
+checks the instances themselves: each project's tests pass without the bug and fail with
+it, naming the instance's failing test.
 """
 
 from __future__ import annotations
@@ -337,6 +339,12 @@ def print_tables(report: dict[str, Any]) -> None:
             f"dollars per solved instance, {config['name']}: {dollars(s['usd_per_solved'])} "
             f"({s['solved']}/{s['instances']} solved)"
         )
+    first, *others = report["configs"]
+    base = first["summary"]["usd_per_solved"]
+    for config in others:
+        mine = config["summary"]["usd_per_solved"]
+        ratio = f"{mine / base:.2f}" if mine is not None and base else "-"
+        print(f"ratio dollars-per-solved {config['name']}/{first['name']}: {ratio}")
 
 
 # --- the runs ----------------------------------------------------------------------------
@@ -411,6 +419,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", action="append", type=Path, default=[], metavar="FILE")
     parser.add_argument("--instances", type=int, metavar="N", help="the first N (all: 12)")
+    parser.add_argument("--quick", action="store_true", help="the first 3 instances")
     parser.add_argument("--jobs", type=int, default=1, metavar="N", help="builds at once")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--cache", type=Path, help="where sdists are kept between runs")
@@ -425,11 +434,14 @@ def main() -> int:
             raise BadInput("--jobs: at least 1")
         if not args.check and not args.config:
             raise BadInput("give --config FILE (an .agentrun.toml to measure), or --check")
+        if args.keep is not None and args.keep.is_dir() and any(args.keep.iterdir()):
+            raise BadInput(f"--keep: {args.keep} is not empty (a run keeps its builds apart)")
         setups = [read_setup(p) for p in args.config]
         names = [s.name for s in setups]
         if len(set(names)) != len(names):
             raise BadInput("two configurations have one file name; their results would mix")
-        instances = inst.select(inst.load(), args.instances)
+        count = 3 if args.quick and args.instances is None else args.instances
+        instances = inst.select(inst.load(), count)
         cache = args.cache or Path.home() / ".cache" / "agentrun-outcomes"
         work = args.keep or Path(tempfile.mkdtemp(prefix="agentrun-outcomes-"))
         work.mkdir(parents=True, exist_ok=True)
