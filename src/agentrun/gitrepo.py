@@ -24,12 +24,24 @@ def open_repo(start: Path | str | None = None) -> pygit2.Repository:
     refs are shared, so the log and the leases are the same.
     """
     where = str(start or Path.cwd())
-    found = pygit2.discover_repository(where)
-    if found is None:
+    try:
+        found = pygit2.discover_repository(where)
+        if found is None:
+            raise NotARepositoryError(
+                f"{where} is not inside a git repository: run this in a repository "
+                "(or `git init` one)"
+            )
+        return pygit2.Repository(found)
+    except pygit2.GitError as exc:
+        if "owned by" not in str(exc):
+            raise
+        # git's own safe.directory check: a repository another account owns (an unpacked
+        # archive keeps its owner) is not opened until its owner is trusted.
         raise NotARepositoryError(
-            f"{where} is not inside a git repository: run this in a repository (or `git init` one)"
-        )
-    return pygit2.Repository(found)
+            f"{where} is in a repository owned by another account, which git does not open: "
+            f"if you trust it, run `git config --global --add safe.directory <its folder>` "
+            "(or chown it to yourself)"
+        ) from None
 
 
 def require_commits(repo: pygit2.Repository) -> None:

@@ -22,7 +22,7 @@ def config(ladder: dict[str, Ladder] | None = None, review: bool = False, **poli
         roles={"default": ("strong",)},
         pipeline=Pipeline(plan_review=review, code_review=review),
         verify=(TESTS,),
-        policy=Policy(max_review_rounds=10, **policy),
+        policy=Policy(**{"max_review_rounds": 10, **policy}),
         ladder={"implement": LADDER} if ladder is None else ladder,
     )
 
@@ -189,6 +189,16 @@ def test_a_review_in_between_breaks_the_run() -> None:
     assert isinstance(b.decide(), RunPhase)
 
 
+def test_a_stall_on_the_last_round_asks_as_a_stall_not_at_the_round_limit() -> None:
+    b = Build(config({}, max_review_rounds=2))
+    b.step("ok")
+    for _ in range(2):
+        implement(b)
+        b.step(failing(), "run-check")
+    asked = b.decide()
+    assert isinstance(asked, RaiseEscalation) and asked.cause == "stall"
+
+
 def test_stall_rounds_sets_how_many() -> None:
     b = Build(config({}, stall_rounds=3))
     b.step("ok")
@@ -250,11 +260,20 @@ def test_the_ladder_replays_the_same() -> None:
         ),
         ("--- FAIL: TestPages (0.00s)\nFAIL\texample.com/pager\t0.004s", "TestPages"),
         (
+            "FAILED t.py::test_case[a b] - assert 1\nFAILED t.py::test_case[a c]",
+            "t.py::test_case[a b], t.py::test_case[a c]",
+        ),
+        (
+            "FAIL: test_pages (pager.PagerTest.test_pages) (n=1)\n"
+            "FAIL: test_pages (pager.PagerTest) (n=2)",
+            "pager.PagerTest.test_pages (n=1), pager.PagerTest.test_pages (n=2)",
+        ),
+        (
             "FAIL src/pager.test.js\n  ● pages › rounds up\n\n    expect(received)",
             "pages › rounds up",
         ),
     ],
-    ids=["pytest", "unittest", "go-test", "jest"],
+    ids=["pytest", "unittest", "go-test", "jest", "pytest-params", "unittest-subtests"],
 )
 def test_the_failing_test_ids_are_the_failure(output: str, ids: str) -> None:
     assert fingerprint("tests", output) == f"tests: {ids}"
@@ -282,16 +301,32 @@ def test_a_ladder_names_known_runtimes() -> None:
 @pytest.mark.parametrize(
     ("text", "error"),
     [
-        ('[ladder.implement]\nrungs = ["codex"]\n', "rungs`: Tuple should have at least 2 items"),
+        ('[ladder.implement]\nrungs = ["codex"]\n', "a ladder needs 2 to 8 rungs, cheapest first"),
         ('[ladder.implement]\nrungs = ["codex", "claude"]\nclimb_after = 0\n', "climb_after"),
         (
             '[ladder.implement]\nrungs = ["codex", "claude"]\n[candidates]\ncount = 2\n'
-            '[roles]\nimplement = "codex"\n',
+            '[roles]\ndefault = "codex"\n',
             "[ladder.implement] and [candidates] are two ways to run implement",
         ),
         ('[ladder.implemnt]\nrungs = ["codex", "claude"]\n', "no role 'implemnt'"),
+        ('[ladder.implement]\nrungs = ["codex", "codex"]\n', "a rung is named twice: codex"),
+        ('[ladder.implement]\nrungs = ["codex", "claude"]\nclimb_after = "2"\n', "integer"),
+        ('[ladder.default]\nrungs = ["codex", "claude"]\n', "a ladder is for one role"),
+        (
+            '[roles]\nimplement = "codex"\n[ladder.implement]\nrungs = ["codex", "claude"]\n',
+            "roles.implement and [ladder.implement] both route implement: keep one",
+        ),
     ],
-    ids=["one-rung", "climb-after-0", "with-candidates", "misspelled-role"],
+    ids=[
+        "one-rung",
+        "climb-after-0",
+        "with-candidates",
+        "misspelled-role",
+        "twice",
+        "a-string",
+        "default",
+        "with-roles",
+    ],
 )
 def test_a_wrong_ladder_gets_one_clear_line(text: str, error: str) -> None:
     with pytest.raises(ConfigError) as caught:

@@ -130,8 +130,21 @@ class Ladder(_Model):
     ``rungs``: cheapest first, entries as in ``[roles]`` (``NAME`` or ``NAME:MODEL``).
     """
 
-    rungs: tuple[str, ...] = Field(min_length=2, max_length=8)
-    climb_after: int = Field(default=1, ge=1)
+    rungs: tuple[str, ...]
+    climb_after: int = Field(default=1, ge=1, strict=True)
+
+    @field_validator("rungs")
+    @classmethod
+    def _a_ladder(cls, rungs: tuple[str, ...]) -> tuple[str, ...]:
+        if not 2 <= len(rungs) <= 8:
+            raise ValueError(
+                f"a ladder needs 2 to 8 rungs, cheapest first (it has {len(rungs)}); "
+                "one runtime is a [roles] entry"
+            )
+        twice = sorted({r for r in rungs if rungs.count(r) > 1})
+        if twice:
+            raise ValueError(f"a rung is named twice: {', '.join(twice)}")
+        return rungs
 
 
 class VerifyStep(_Model):
@@ -319,6 +332,17 @@ class Config(_Model):
 
     @model_validator(mode="after")
     def _one_way_to_implement(self) -> Config:
+        if "default" in self.ladder:
+            raise ValueError(
+                "[ladder.default]: a ladder is for one role (plan, implement, code-review, …); "
+                "name the role, as in [ladder.implement]"
+            )
+        both = sorted(set(self.ladder) & set(self.roles))
+        if both:
+            raise ValueError(
+                f"roles.{both[0]} and [ladder.{both[0]}] both route {both[0]}: keep one "
+                "(the ladder's rungs are the role's runtimes)"
+            )
         if "implement" in self.ladder and self.candidate_runtimes():
             raise ValueError(
                 "[ladder.implement] and [candidates] are two ways to run implement: "

@@ -106,6 +106,11 @@ def decide(s: BuildState) -> Decision:
             return Publish("open-draft")
         if s.proposal is not None and not s.proposal.closed and s.published_head != s.head:
             return Publish("push")
+    if s.stage == "implement":
+        # Before the round limit: a stall says what keeps failing and what it cost.
+        question = ladder.stalled(s)
+        if question is not None:
+            return _escalate(s, "implement", s.impl_round, "stall", question)
     limit = _round_limit(s)
     if limit is not None:
         return limit
@@ -218,9 +223,6 @@ def _pipeline(s: BuildState) -> Decision:
     if stage == "plan-review":
         return _run_phase(s, "plan-review", s.plan_round)
     if stage == "implement":
-        question = ladder.stalled(s)
-        if question is not None:
-            return _escalate(s, "implement", s.impl_round, "stall", question)
         runtimes = s.config.candidate_runtimes()
         if runtimes and s.task is None and not s.tasks:
             return _candidates(s, runtimes)

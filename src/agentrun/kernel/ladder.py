@@ -27,8 +27,10 @@ Changes = dict[str, object]
 # Test ids as runners name the failing ones: pytest's summary, unittest's headers, go
 # test's and jest's markers.
 _TEST_IDS = (
-    re.compile(r"^(?:FAILED|ERROR) (\S+::\S+)", re.M),  # pytest -rfE (its default summary)
-    re.compile(r"^(?:FAIL|ERROR): (\w+) \(([\w.]+)\)", re.M),  # unittest
+    # pytest's summary: an id may hold spaces in its parameters (``test_x[a b]``).
+    re.compile(r"^(?:FAILED|ERROR) (\S+::.+?)(?: - .*)?$", re.M),
+    # unittest, with a subTest's parameters (``(x=1)``) when it names them
+    re.compile(r"^(?:FAIL|ERROR): (\w+) \(([\w.]+)\)( \(.+\))?$", re.M),
     re.compile(r"^\s*--- FAIL: (\S+)", re.M),  # go test
     re.compile(r"^\s*● (.+?)\s*$", re.M),  # jest
 )
@@ -60,12 +62,13 @@ def fingerprint(step: str, output: str) -> str:
     return f"{step}: output {hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
-def _test_id(name: str, where: str | None = None) -> str:
+def _test_id(name: str, where: str | None = None, sub: str | None = None) -> str:
     """One test's id; unittest names the method and its class (with the method again on
-    Python 3.11 and later)."""
-    if where is None or where.endswith(f".{name}"):
-        return where or name
-    return f"{where}.{name}"
+    Python 3.11 and later), and a subTest's parameters."""
+    if where is None:
+        return name
+    test = where if where.endswith(f".{name}") else f"{where}.{name}"
+    return test + (sub or "")
 
 
 def failed_round(s: BuildState, role: str, failure: str | None) -> Changes:
