@@ -20,7 +20,6 @@ from agentrun.runtimes.wire import Call, Message, Reply, StreamFailure, loads
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 DEFAULT_MODEL = "claude-sonnet-4-5"
-MAX_TOKENS = 8192
 
 
 class Messages:
@@ -44,7 +43,6 @@ class Messages:
     ) -> dict[str, Any]:
         return {
             "model": model,
-            "max_tokens": MAX_TOKENS,
             "system": system,
             "messages": messages,
             "tools": [
@@ -53,6 +51,9 @@ class Messages:
             ],
             "stream": True,
         }
+
+    def cap_field(self, base_url: str | None) -> str:
+        return "max_tokens"
 
     def read(self, events: Iterator[tuple[str, str]]) -> Reply:
         blocks: dict[int, dict[str, str]] = {}

@@ -16,7 +16,8 @@ machine, a cleared ``~/.claude``) starts fresh.
 Failures: no binary is ``unavailable``; "Invalid API key", "Not logged in" or a
 401/403 is ``auth`` (set ``ANTHROPIC_API_KEY``); 429, 5xx and refused connections are
 ``unavailable``. Retries are Claude Code's own: ``CLAUDE_CODE_MAX_RETRIES`` is the
-runtime's ``max_retries`` unless the environment sets it.
+runtime's ``max_retries`` unless the environment sets it, and
+``CLAUDE_CODE_MAX_OUTPUT_TOKENS`` is the runtime's output cap (``max_output_tokens``).
 """
 
 from __future__ import annotations
@@ -163,6 +164,8 @@ class ClaudeRuntime(CliRuntime):
         # Claude Code retries 10 times by default, backing off for minutes: use the
         # runtime's `max_retries` unless the environment says otherwise.
         env = {"CLAUDE_CODE_MAX_RETRIES": str(self.config.max_retries)}
+        # The cap on one answer is what a first session's estimate counts on.
+        env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(self.config.output_cap)
         return env | super().environment(spec)
 
     def _run(self, turn: CliTurn) -> TurnResult:

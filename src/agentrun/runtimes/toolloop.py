@@ -208,6 +208,8 @@ class ApiRuntime(TurnRuntime):
             verbs=", ".join(VERB_TOOLS[v].name for v in verbs_of(spec.phase)),
         )
         body = self.wire.body(self.model, system, handle.messages, handle.toolbox.specs)
+        # One response's output is capped: a first session's estimate counts on it.
+        body[self.wire.cap_field(self.config.base_url)] = self.config.output_cap
         for attempt in range(self.config.max_retries + 1):
             got = self._exchange(client, body, control, deadline)
             if isinstance(got, Reply):
