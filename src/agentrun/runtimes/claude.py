@@ -43,7 +43,14 @@ from agentrun.runtimes.agent_cli import (
     register_cli,
     stopped,
 )
-from agentrun.runtimes.base import BUDGET, Handle, SessionControl, SessionSpec, TurnResult
+from agentrun.runtimes.base import (
+    BUDGET,
+    Handle,
+    SessionControl,
+    SessionSpec,
+    TurnResult,
+    out_of_tokens,
+)
 
 KEY_VAR = "ANTHROPIC_API_KEY"
 DEFAULT_TOOLS = ("Bash", "Read", "Edit", "Write", "Glob", "Grep")
@@ -60,7 +67,8 @@ class ClaudeStream(JsonLines):
         # Usage as the model's answers come (one entry per message id: each content
         # block repeats its message's usage), so a session ended early still books it.
         self.answers: dict[str, Usage] = {}
-        self.over_budget = False  # the budget is spent: the CLI is ended before its next ask
+        # Why the budget is spent (None: it is not): the CLI is ended before its next ask.
+        self.over_budget: str | None = None
         self.stop: threading.Event | None = None  # what ends the CLI's process tree
 
     @property
@@ -85,13 +93,14 @@ class ClaudeStream(JsonLines):
     def _assistant(self, message: object) -> None:
         if isinstance(message, dict) and isinstance(message.get("usage"), dict):
             key = str(message.get("id") or len(self.answers))
-            self.answers[key] = usage_of({"usage": message["usage"]})
-            limit = self.handle.spec.max_tokens
-            seen = self.seen
-            if limit is not None and seen.tokens_in + seen.tokens_out >= limit:
-                self.over_budget = True
-                if self.stop is not None:
-                    self.stop.set()
+            self.answers[key] = answer = usage_of({"usage": message["usage"]})
+            spent = self.seen.tokens_in + self.seen.tokens_out
+            last = answer.tokens_in + answer.tokens_out
+            over = out_of_tokens(spent, last, self.handle.spec.max_tokens)
+            if self.stop is not None and over is not None:
+                self.stop.set()
+            if over is not None and self.over_budget is None:
+                self.over_budget = over
         for block in _blocks(message):
             if block.get("type") == "text" and str(block.get("text", "")).strip():
                 text = str(block["text"])
@@ -206,12 +215,8 @@ def _outcome(
 ) -> TurnResult:
     result = stream.result
     usage = usage_of(result) if result is not None else stream.seen
-    if stream.over_budget and result is None:
-        spent, limit = usage.tokens_in + usage.tokens_out, handle.spec.max_tokens
-        error = (
-            f"the session used {spent:,} tokens and the build's budget left it {limit:,}: "
-            "Claude Code was ended before asking the model again"
-        )
+    if stream.over_budget is not None and result is None:
+        error = f"{stream.over_budget}: Claude Code was ended before asking the model again"
         handle.transcript.append(f"[agentrun] {error}\n")
         return TurnResult(ok=False, usage=usage, error=error, cause=BUDGET)
     halted = stopped(done, handle, usage)
