@@ -8,6 +8,7 @@ with no price is reported, never priced at zero.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -34,7 +35,16 @@ from agentrun.events import (
     SessionStarted,
     Usage,
 )
-from agentrun.kernel.decide import Publish, RaiseEscalation, RunCheck, RunPhase, Wait, decide
+from agentrun.kernel.budget import FirstSession
+from agentrun.kernel.decide import (
+    Publish,
+    RaiseEscalation,
+    RunCheck,
+    RunPhase,
+    Wait,
+    before_first_session,
+    decide,
+)
 from agentrun.kernel.state import ResumableSession, RoleUsage
 
 TESTS = VerifyStep(name="tests", command="pytest -q")
@@ -451,3 +461,53 @@ def test_a_check_is_not_budgeted_as_a_session() -> None:
     session(b, cost(0.004))  # implement@1
     publish_all(b)
     assert isinstance(b.decide(), RunCheck)
+
+
+# --- a role's first session ------------------------------------------------------------
+
+
+def test_a_first_session_is_estimated_at_its_prompt_and_one_answer() -> None:
+    """The runner rendered the prompt (4,000 bytes: about 1,000 tokens); one answer is
+    capped at 500. 1,500 do not fit 1,200: the build parks before the session, with the
+    question ``decide`` would have raised."""
+    b = Build(budgeted(CHECKED, max_tokens=1_200))
+    work = b.decide()
+    assert isinstance(work, RunPhase) and work.phase == "plan"  # decide alone sees 0
+    first = FirstSession(prompt_bytes=4_000, output_cap=500)
+    esc = before_first_session(b.state, work, first)
+    assert isinstance(esc, RaiseEscalation)
+    assert (esc.cause, esc.phase, esc.round, esc.id) == ("budget", "plan", 1, "e1")
+    assert esc.question == question(
+        "it has used 0 tokens of its max_tokens budget of 1,200; the next plan session is "
+        "estimated at 1,500 (its prompt (about 1,000) and one response of 500)"
+    )
+    assert before_first_session(b.state, work, replace(first, output_cap=200)) is None
+
+
+def test_a_later_session_keeps_its_roles_average() -> None:
+    """Once the role has run, its average is the estimate, whatever the prompt."""
+    huge = FirstSession(prompt_bytes=40_000, output_cap=8_192)
+    b = Build(budgeted(CHECKED, max_tokens=400))
+    b.step("ok", "run-phase")  # plan: 110
+    first = b.decide()
+    assert isinstance(first, RunPhase) and first.phase == "implement"
+    assert isinstance(before_first_session(b.state, first, huge), RaiseEscalation)
+    b.step("ok", "run-phase")  # implement@1: 220 in all
+    fail_check(b)
+    again = b.decide()
+    assert isinstance(again, RunPhase) and (again.phase, again.round) == ("implement", 2)
+    assert before_first_session(b.state, again, huge) is None  # 220 + 110 fits 400
+
+
+def test_a_first_session_is_priced_for_max_cost() -> None:
+    """gpt-5: $1.25 in, $10 out a million: 1,000 in and 1,000 out cost $0.01125."""
+    first = FirstSession(prompt_bytes=4_000, output_cap=1_000, model="gpt-5")
+    b = Build(budgeted(CHECKED, max_cost_usd=0.01))
+    work = b.decide()
+    assert isinstance(work, RunPhase)
+    esc = before_first_session(b.state, work, first)
+    assert isinstance(esc, RaiseEscalation)
+    assert "the next plan session is estimated at $0.011" in esc.question
+    assert "(its prompt (about 1,000) and one response of 1,000)" in esc.question
+    ok = Build(budgeted(CHECKED, max_cost_usd=0.02))
+    assert before_first_session(ok.state, work, first) is None

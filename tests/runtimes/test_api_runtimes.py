@@ -344,8 +344,9 @@ def test_a_model_that_never_reports_fails_with_no_terminal(
     assert "no-terminal" in escalation.question
 
 
-# At the dearer rate ($2,500 a million tokens) max_cost_usd = 6.25 buys the same 2,500.
-DEARER = "[prices.mock]\ninput = 1000.0\noutput = 2500.0\n[budget]\nmax_cost_usd = 6.25\n"
+# At $2,500 a million tokens max_cost_usd = 6.25 buys the same 2,500 (a session is held
+# to what the dearer rate buys; input as dear as output spends it as the tokens would).
+DEARER = "[prices.mock]\ninput = 2500.0\noutput = 2500.0\n[budget]\nmax_cost_usd = 6.25\n"
 
 
 @pytest.mark.parametrize(
@@ -364,23 +365,25 @@ def test_a_session_stops_asking_the_model_once_the_token_budget_is_spent(
     kind: str,
     budget: str,
 ) -> None:
-    # A planner that only ever lists files, 1,000 tokens an answer.
+    # A planner that only ever lists files, 1,000 tokens an answer; one answer is capped
+    # at 100, so that the first session's estimate (its prompt and one answer) fits.
     server.responder = lambda _r: replace(call("list_files"), tokens_in=900, tokens_out=100)
-    setup_build(repo_path, config_for(kind, server.url), policy=budget)
+    setup_build(repo_path, config_for(kind, server.url, max_output_tokens=100), policy=budget)
     slug, outcome = build(repo)
 
     assert outcome.state.state_name == "parked"
-    assert len(server.model_requests()) == 3  # the third answer crossed it: no fourth request
+    # A third request would cost at least what the second did: it is not sent.
+    assert len(server.model_requests()) == 2
     (failed,) = payloads(repo, slug, "phase.failed")
     assert failed.phase == "plan"
     assert failed.error == (
-        "the session used 3,000 tokens and the build's budget left it 2,500: "
-        "stopped before asking the model again"
+        "the session used 2,000 tokens and the build's budget left it 2,500; the next "
+        "request would take at least 1,000: stopped before asking the model again"
     )
     (raised,) = payloads(repo, slug, "escalation.raised")
     assert (raised.cause, raised.phase) == ("budget", "plan")
     ended = payloads(repo, slug, "session.ended")[-1]
-    assert ended.usage.tokens_in + ended.usage.tokens_out == 3000
+    assert ended.usage.tokens_in + ended.usage.tokens_out == 2000
 
 
 @pytest.mark.parametrize("kind", KINDS)

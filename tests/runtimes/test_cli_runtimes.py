@@ -759,8 +759,8 @@ def test_claude_is_ended_once_its_answers_spend_the_token_budget(tmp_path: Path)
 
     assert (result.ok, result.cause) == (False, BUDGET), said
     assert "Claude Code was ended before asking the model again" in result.error
-    assert result.usage.tokens_in + result.usage.tokens_out >= 2500, result.usage
-    # Claude Code reports an answer's usage as it goes on, so it may have sent a request
-    # or two more before it was ended; without the budget it would never stop.
-    assert 3 <= asked <= 5, said
+    # After two answers a third request (at least 1,000 more) cannot fit: Claude Code is
+    # ended, though it may have sent that request already; without the budget it would
+    # never stop.
+    assert 2 <= asked <= 3, said
     assert len(watch.pids) == 1 and gone(watch.pids[0])

@@ -33,6 +33,21 @@ class _Model(BaseModel):
 
 RuntimeKind = Literal["script", "command", "claude", "codex", "aider", "openai", "anthropic"]
 BUILTIN_RUNTIMES: tuple[RuntimeKind, ...] = ("claude", "codex", "aider", "openai", "anthropic")
+# The output tokens one model response may take, unless ``max_output_tokens`` says: what
+# the API runtimes send as the request's cap, and Claude Code's own default
+# (CLAUDE_CODE_MAX_OUTPUT_TOKENS); for Codex and aider, which set no cap of their own, a
+# response of today's models at its common largest. ``script`` and ``command`` agents
+# are programs, not one model: their output is not capped. A role's first session is
+# estimated at its prompt plus this (DESIGN §4).
+DEFAULT_MAX_OUTPUT_TOKENS: dict[RuntimeKind, int] = {
+    "anthropic": 8192,
+    "openai": 16384,
+    "claude": 32000,
+    "codex": 32000,
+    "aider": 8192,
+    "script": 0,
+    "command": 0,
+}
 
 
 class RuntimeConfig(_Model):
@@ -58,6 +73,7 @@ class RuntimeConfig(_Model):
     shell: bool = False
     max_retries: int = Field(default=3, ge=0)
     request_timeout_seconds: float = Field(default=300, gt=0)
+    max_output_tokens: int | None = Field(default=None, gt=0)  # per model response
     pass_env: tuple[str, ...] = ()  # more variables (fnmatch patterns) for this runtime
 
     @model_validator(mode="after")
@@ -67,6 +83,12 @@ class RuntimeConfig(_Model):
         if self.kind == "command" and not self.command:
             raise ValueError('a command runtime needs `command = ["program", "arg", ...]`')
         return self
+
+    @property
+    def output_cap(self) -> int:
+        """The output tokens one model response may take: ``max_output_tokens``, else the
+        kind's default (DEFAULT_MAX_OUTPUT_TOKENS)."""
+        return self.max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS[self.kind]
 
 
 class Price(_Model):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from agentrun.config import FinalizeStep, VerifyStep
 from agentrun.kernel import ladder, tasks
-from agentrun.kernel.budget import over_budget
+from agentrun.kernel.budget import FirstSession, over_budget
 from agentrun.kernel.decisions import (
     Acknowledge,
     Cause,
@@ -59,6 +59,7 @@ __all__ = [
     "StartTask",
     "Wait",
     "Work",
+    "before_first_session",
     "decide",
     "decide_task",
     "interruption_limit",
@@ -322,17 +323,28 @@ def _role(work: Work) -> str | None:
     return None
 
 
-def _budget(s: BuildState, work: Work) -> RaiseEscalation | Wait | None:
+def before_first_session(
+    s: BuildState, work: Work, first: FirstSession
+) -> RaiseEscalation | Wait | None:
+    """The runner rendered the prompt of ``work``'s session: whether it fits when it is its
+    role's first, estimated from ``first`` (None: it may start; else what ``decide``
+    would have returned, had it known the prompt)."""
+    return _budget(s, work, first)
+
+
+def _budget(
+    s: BuildState, work: Work, first: FirstSession | None = None
+) -> RaiseEscalation | Wait | None:
     """Budgets are hard: stop before a session the remaining budget cannot cover.
 
     A session that fits only once the sessions running in other tasks have ended waits
     for them; the question comes when it would not fit even then.
     """
-    problem = over_budget(s, _role(work))
+    problem = over_budget(s, _role(work), first)
     if problem is None:
         return None
     alone = s.model_copy(update={"reserved_tokens": 0, "reserved_usd": 0.0})
-    if (s.reserved_tokens or s.reserved_usd) and over_budget(alone, _role(work)) is None:
+    if (s.reserved_tokens or s.reserved_usd) and over_budget(alone, _role(work), first) is None:
         return Wait("budget")
     round_ = work.round if isinstance(work, RunPhase | RunCheck | RunAgentVerify) else s.impl_round
     return _escalate(

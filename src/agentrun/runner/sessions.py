@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
@@ -21,8 +22,9 @@ from agentrun.agent.outbox import Drainer, drain
 from agentrun.errors import GuardError, LeaseLostError, RuntimeSetupError
 from agentrun.gitrepo import common_dir
 from agentrun.kernel import sessions as record
-from agentrun.kernel.budget import remaining_budget, remaining_wall_seconds
-from agentrun.kernel.decide import RunPhase
+from agentrun.kernel.budget import FirstSession, remaining_budget, remaining_wall_seconds
+from agentrun.kernel.decide import RunPhase, Wait, before_first_session
+from agentrun.kernel.runner import made
 from agentrun.kernel.session_end import PRODUCERS
 from agentrun.kernel.sessions import AgentWork, SessionJob, Turn, job_of, subject
 from agentrun.kernel.state import BuildState, Report
@@ -43,6 +45,8 @@ from agentrun.runtimes.base import (
 )
 from agentrun.store.lease import Heartbeat
 from agentrun.store.notes import add_note
+
+WAIT_SECONDS = 1.0  # a first session waiting for other tasks' sessions looks again
 
 
 def rung_of(work: AgentWork) -> int | None:
@@ -99,8 +103,32 @@ class SessionRunner:
         if not names:
             self.build.append(record.no_runtime(job), fact=False)
             return
+        if not self._fits(job, work, names[0]):
+            return
         with session_slot(self.repo, state.slug, state.config.policy, self.beat.check):
             self._run(job, work, names)
+
+    def _fits(self, job: SessionJob, work: AgentWork, name: str) -> bool:
+        """Whether the session may start: a role's first session has no average to go by,
+        so the kernel is asked again with what its prompt and one response need (False:
+        it parked the build on the budget question, or the session waits for others)."""
+        state = self.build.state
+        config = state.config.runtime(name)
+        if config is None:
+            return True  # the session records that the runtime is not configured
+        plan = self.build.log.text(self.build.tip, state.plan)
+        prompt = render_prompt(self.repo, state, job.phase, job.round, job.feedback, plan)
+        first = FirstSession(len(prompt.encode()), config.output_cap, config.model)
+        verdict = before_first_session(state, work, first)
+        if verdict is None:
+            return True
+        if isinstance(verdict, Wait):
+            # Tasks running beside it hold what it needs: it starts once they have ended.
+            self.beat.check()
+            time.sleep(WAIT_SECONDS)
+            return False
+        self.build.append(made(state, verdict, ""), fact=False)
+        return False
 
     def _run(self, job: SessionJob, work: AgentWork, names: tuple[str, ...]) -> None:
         if isinstance(work, RunPhase) and work.merge:

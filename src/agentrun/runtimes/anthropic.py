@@ -30,7 +30,6 @@ from agentrun.runtimes.wire import Call, Message, Reply, StreamFailure, loads
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 DEFAULT_MODEL = "claude-sonnet-4-5"
-MAX_TOKENS = 8192
 CACHE = {"type": "ephemeral"}  # the default five minutes: a tool loop asks far more often
 
 
@@ -59,12 +58,14 @@ class Messages:
         ]
         return {
             "model": model,
-            "max_tokens": MAX_TOKENS,
             "system": [{"type": "text", "text": system, "cache_control": CACHE}],
             "messages": _with_breakpoints(messages),
             "tools": _with_breakpoint_on_last(specs),
             "stream": True,
         }
+
+    def cap_field(self, base_url: str | None) -> str:
+        return "max_tokens"
 
     def read(self, events: Iterator[tuple[str, str]]) -> Reply:
         blocks: dict[int, dict[str, str]] = {}

@@ -75,6 +75,23 @@ UNAVAILABLE, AUTH, TIMEOUT, ABORTED = "unavailable", "auth", "timeout", "aborted
 BUDGET = "budget"  # the build's token or dollar budget ran out inside the session
 
 
+def out_of_tokens(spent: int, last: int, limit: int | None) -> str | None:
+    """Why the model may not be asked again in a session capped at ``limit`` tokens
+    (None: it may), having spent ``spent``, the last answer ``last`` of them.
+
+    The next request sends the conversation again, and the conversation has grown: it
+    costs at least what the last one did. A session stops before a request that cannot
+    fit, so only a request already on its way when it stops (a CLI's) goes over, and a
+    build overshoots its budget by at most one answer.
+    """
+    if limit is None or spent + last <= limit:
+        return None
+    return (
+        f"the session used {spent:,} tokens and the build's budget left it {limit:,}; "
+        f"the next request would take at least {last:,}"
+    )
+
+
 @dataclass(frozen=True)
 class TurnResult:
     ok: bool

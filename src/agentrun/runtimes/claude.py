@@ -16,7 +16,8 @@ machine, a cleared ``~/.claude``) starts fresh.
 Failures: no binary is ``unavailable``; "Invalid API key", "Not logged in" or a
 401/403 is ``auth`` (set ``ANTHROPIC_API_KEY``); 429, 5xx and refused connections are
 ``unavailable``. Retries are Claude Code's own: ``CLAUDE_CODE_MAX_RETRIES`` is the
-runtime's ``max_retries`` unless the environment sets it.
+runtime's ``max_retries`` unless the environment sets it, and
+``CLAUDE_CODE_MAX_OUTPUT_TOKENS`` is the runtime's output cap (``max_output_tokens``).
 """
 
 from __future__ import annotations
@@ -42,7 +43,14 @@ from agentrun.runtimes.agent_cli import (
     register_cli,
     stopped,
 )
-from agentrun.runtimes.base import BUDGET, Handle, SessionControl, SessionSpec, TurnResult
+from agentrun.runtimes.base import (
+    BUDGET,
+    Handle,
+    SessionControl,
+    SessionSpec,
+    TurnResult,
+    out_of_tokens,
+)
 
 KEY_VAR = "ANTHROPIC_API_KEY"
 DEFAULT_TOOLS = ("Bash", "Read", "Edit", "Write", "Glob", "Grep")
@@ -59,7 +67,8 @@ class ClaudeStream(JsonLines):
         # Usage as the model's answers come (one entry per message id: each content
         # block repeats its message's usage), so a session ended early still books it.
         self.answers: dict[str, Usage] = {}
-        self.over_budget = False  # the budget is spent: the CLI is ended before its next ask
+        # Why the budget is spent (None: it is not): the CLI is ended before its next ask.
+        self.over_budget: str | None = None
         self.stop: threading.Event | None = None  # what ends the CLI's process tree
 
     @property
@@ -84,13 +93,14 @@ class ClaudeStream(JsonLines):
     def _assistant(self, message: object) -> None:
         if isinstance(message, dict) and isinstance(message.get("usage"), dict):
             key = str(message.get("id") or len(self.answers))
-            self.answers[key] = usage_of({"usage": message["usage"]})
-            limit = self.handle.spec.max_tokens
-            seen = self.seen
-            if limit is not None and seen.tokens >= limit:
-                self.over_budget = True
-                if self.stop is not None:
-                    self.stop.set()
+            self.answers[key] = answer = usage_of({"usage": message["usage"]})
+            spent = self.seen.tokens  # a cache's tokens count too
+            last = answer.tokens
+            over = out_of_tokens(spent, last, self.handle.spec.max_tokens)
+            if self.stop is not None and over is not None:
+                self.stop.set()
+            if over is not None and self.over_budget is None:
+                self.over_budget = over
         for block in _blocks(message):
             if block.get("type") == "text" and str(block.get("text", "")).strip():
                 text = str(block["text"])
@@ -161,6 +171,8 @@ class ClaudeRuntime(CliRuntime):
         # Claude Code retries 10 times by default, backing off for minutes: use the
         # runtime's `max_retries` unless the environment says otherwise.
         env = {"CLAUDE_CODE_MAX_RETRIES": str(self.config.max_retries)}
+        # The cap on one answer is what a first session's estimate counts on.
+        env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(self.config.output_cap)
         return env | super().environment(spec)
 
     def _run(self, turn: CliTurn) -> TurnResult:
@@ -201,12 +213,8 @@ def _outcome(
 ) -> TurnResult:
     result = stream.result
     usage = usage_of(result) if result is not None else stream.seen
-    if stream.over_budget and result is None:
-        spent, limit = usage.tokens, handle.spec.max_tokens
-        error = (
-            f"the session used {spent:,} tokens and the build's budget left it {limit:,}: "
-            "Claude Code was ended before asking the model again"
-        )
+    if stream.over_budget is not None and result is None:
+        error = f"{stream.over_budget}: Claude Code was ended before asking the model again"
         handle.transcript.append(f"[agentrun] {error}\n")
         return TurnResult(ok=False, usage=usage, error=error, cause=BUDGET)
     halted = stopped(done, handle, usage)

@@ -27,11 +27,17 @@ The JSONL events (``thread.started``, ``item.*``, ``turn.completed`` with usage,
 producer's next round continues it with ``codex exec resume`` (a thread Codex no
 longer has starts fresh). ``turn.completed`` reports the thread's running total, so a
 resumed turn subtracts what the thread's rollout file recorded before it.
+
+``turn.completed`` comes once, at the end of the run; the rollout file records the
+thread's total after every model answer (``token_count``). While Codex runs, that file
+is watched, and the process tree is ended once what is left of the session's
+``max_tokens`` cannot hold its next request (``base.out_of_tokens``).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -46,6 +52,7 @@ from agentrun.runtimes.agent_cli import (
     CliHandle,
     CliRuntime,
     CliTurn,
+    EitherEvent,
     JsonLines,
     clip,
     failed,
@@ -56,11 +63,12 @@ from agentrun.runtimes.agent_cli import (
     register_cli,
     stopped,
 )
-from agentrun.runtimes.base import Handle, SessionControl, TurnResult
+from agentrun.runtimes.base import BUDGET, Handle, SessionControl, TurnResult, out_of_tokens
 
 DEFAULT_KEY_VAR = "OPENAI_API_KEY"
 SETTINGS = ("allow_login_shell=false", "features.unbounded_connection_retries=false")
 THREAD_GONE = "no rollout found"
+WATCH_SECONDS = 0.05  # how often the rollout file is read against the token budget
 
 
 class CodexStream(JsonLines):
@@ -73,6 +81,9 @@ class CodexStream(JsonLines):
         self.failure: str | None = None
         self.errors: list[str] = []
         self.last_message = ""
+        self.seen = Usage()  # what the rollout file shows for this run so far
+        # Why the budget is spent (None: it is not): the process tree was ended.
+        self.over_budget: str | None = None
 
     def event(self, event: dict[str, Any]) -> None:
         say = self.handle.transcript.append
@@ -193,7 +204,7 @@ class CodexRuntime(CliRuntime):
         if resume:
             handle.transcript.append(f"[agentrun] continuing Codex thread {resume}\n")
             before = thread_totals(turn.env, resume)
-        stream, done = self._once(turn, resume)
+        stream, done = self._once(turn, resume, before)
         if resume and isinstance(done, procs.Finished) and _thread_gone(done, stream):
             handle.transcript.append(f"[agentrun] thread {resume} is gone here; starting fresh\n")
             before = Usage()
@@ -206,12 +217,33 @@ class CodexRuntime(CliRuntime):
         return self._outcome(done, handle, stream, before)
 
     def _once(
-        self, turn: CliTurn, resume: str | None
+        self, turn: CliTurn, resume: str | None, before: Usage | None = None
     ) -> tuple[CodexStream, procs.Finished | TurnResult]:
+        before = before or Usage()
         stream = CodexStream(turn.handle, turn.control)
         isolated = turn.handle.spec.sandbox is not None
         argv = self.argv(turn.binary, resume, isolated)
-        return stream, turn.run(argv, stream.line, turn.prompt)
+        stop = EitherEvent(turn.control.cancel)
+        ended = threading.Event()
+        limit = turn.handle.spec.max_tokens
+        watch = threading.Thread(
+            target=_watch_budget,
+            args=(turn.env, stream, before, limit, stop, ended),
+            name="agentrun-codex-budget",
+            daemon=True,
+        )
+        if limit is not None:
+            watch.start()
+        try:
+            done = turn.run(argv, stream.line, turn.prompt, stop)
+        finally:
+            ended.set()
+            if limit is not None:
+                watch.join()
+        if stream.over_budget is not None and stream.thread_id:
+            # What the rollout file recorded before the process tree ended is booked too.
+            stream.seen = since(thread_totals(turn.env, stream.thread_id), before)
+        return stream, done
 
     def _drain_outbox(self, handle: CliHandle) -> None:
         spec = handle.spec
@@ -230,7 +262,11 @@ class CodexRuntime(CliRuntime):
         stream: CodexStream,
         before: Usage,
     ) -> TurnResult:
-        usage = since(usage_of(stream.usage or {}), before)
+        usage = since(usage_of(stream.usage), before) if stream.usage is not None else stream.seen
+        if stream.over_budget is not None and stream.usage is None:
+            error = f"{stream.over_budget}: Codex was ended before asking the model again"
+            handle.transcript.append(f"[agentrun] {error}\n")
+            return TurnResult(ok=False, usage=usage, error=error, cause=BUDGET)
         halted = stopped(done, handle, usage)
         if halted is not None:
             return halted
@@ -243,6 +279,28 @@ class CodexRuntime(CliRuntime):
                 problem = tail[0]
             return failed("codex", problem, usage, _key_var(problem, self.config))
         return TurnResult(ok=True, text=stream.last_message, usage=usage)
+
+
+def _watch_budget(
+    env: Mapping[str, str],
+    stream: CodexStream,
+    before: Usage,
+    limit: int | None,
+    stop: threading.Event,
+    ended: threading.Event,
+) -> None:
+    """Read the thread's rollout file while Codex runs; end the run once the tokens of
+    this run's next request cannot fit ``limit``. What it saw is the run's usage if the
+    run is ended."""
+    while not ended.wait(WATCH_SECONDS):
+        if stream.thread_id is None:
+            continue
+        seen = since(thread_totals(env, stream.thread_id), before)
+        last, stream.seen = seen.tokens - stream.seen.tokens, seen
+        stream.over_budget = out_of_tokens(seen.tokens, last, limit)
+        if stream.over_budget is not None:
+            stop.set()
+            return
 
 
 def _thread_gone(done: procs.Finished, stream: CodexStream) -> bool:

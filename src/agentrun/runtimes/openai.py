@@ -59,6 +59,12 @@ class ChatCompletions:
             "stream_options": {"include_usage": True},
         }
 
+    def cap_field(self, base_url: str | None) -> str:
+        # OpenAI's reasoning models refuse ``max_tokens`` (it is deprecated there); the
+        # compatible servers (vLLM, Ollama, llama.cpp) all read it, not always the new name.
+        own = base_url is None or base_url.rstrip("/") == DEFAULT_BASE_URL
+        return "max_completion_tokens" if own else "max_tokens"
+
     def read(self, events: Iterator[tuple[str, str]]) -> Reply:
         text: list[str] = []
         calls: dict[int, dict[str, str]] = {}

@@ -41,6 +41,7 @@ from agentrun.runtimes.base import (
     TurnRuntime,
     halted,
     key_variable,
+    out_of_tokens,
     register,
 )
 from agentrun.runtimes.failures import Failure
@@ -155,12 +156,10 @@ class ApiRuntime(TurnRuntime):
                 if any(result.terminal for _, result in done):
                     return TurnResult(ok=True, text=got.text, usage=usage)
                 spent = usage.tokens  # a cache's tokens count toward the budget too
-                if spec.max_tokens is not None and spent >= spec.max_tokens:
-                    # Tools cost nothing; the next request would spend past the budget.
-                    error = (
-                        f"the session used {spent:,} tokens and the build's budget left it "
-                        f"{spec.max_tokens:,}: stopped before asking the model again"
-                    )
+                last = got.usage.tokens
+                over = out_of_tokens(spent, last, spec.max_tokens)
+                if over is not None:  # tools cost nothing; the next request would
+                    error = f"{over}: stopped before asking the model again"
                     say(f"[{self.wire.kind}] {error}\n")
                     return TurnResult(ok=False, usage=usage, error=error, cause=BUDGET)
         error = (
@@ -208,6 +207,8 @@ class ApiRuntime(TurnRuntime):
             verbs=", ".join(VERB_TOOLS[v].name for v in verbs_of(spec.phase)),
         )
         body = self.wire.body(self.model, system, handle.messages, handle.toolbox.specs)
+        # One response's output is capped: a first session's estimate counts on it.
+        body[self.wire.cap_field(self.config.base_url)] = self.config.output_cap
         for attempt in range(self.config.max_retries + 1):
             got = self._exchange(client, body, control, deadline)
             if isinstance(got, Reply):

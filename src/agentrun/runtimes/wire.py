@@ -62,6 +62,9 @@ class Wire(Protocol):
     def body(
         self, model: str, system: str, messages: list[Message], tools: Iterable[ToolSpec]
     ) -> dict[str, Any]: ...
+    def cap_field(self, base_url: str | None) -> str:
+        """The request field that caps one response's output tokens."""
+
     def read(self, events: Iterator[tuple[str, str]]) -> Reply:
         """Read the SSE stream; raise IncompleteStream, BadReply or StreamFailure."""
 
