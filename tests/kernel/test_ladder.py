@@ -10,6 +10,7 @@ from agentrun.config import Config, Ladder, Pipeline, Policy, VerifyStep
 from agentrun.config.load import parse_config
 from agentrun.errors import ConfigError
 from agentrun.events import LadderClimbed, Usage
+from agentrun.kernel.budget import FirstSession, dollars, estimate
 from agentrun.kernel.decide import Climb, Decision, Publish, RaiseEscalation, RunPhase, decide
 from agentrun.kernel.ladder import fingerprint
 
@@ -332,3 +333,26 @@ def test_a_wrong_ladder_gets_one_clear_line(text: str, error: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_config(text, "x.toml")
     assert error in str(caught.value) and "\n" not in str(caught.value)
+
+
+# --- budgets on a ladder --------------------------------------------------------------
+
+
+def test_a_rungs_first_session_is_not_estimated_at_the_rung_below() -> None:
+    """The strong rung's first session is a first session: the runner's measure of its
+    prompt and output cap estimates it, not the cheap rung's average."""
+    b = Build(config())
+    b.step("ok")
+    implement(b)
+    b.step(failing(), "run-check")
+    assert estimate(b.state, "implement") == (110, 0.0)  # the cheap rung's one session
+    b.step(kind="climb")
+    assert estimate(b.state, "implement") == (0, 0.0)
+    first = FirstSession(prompt_bytes=4000, output_cap=1000, model=None)
+    assert estimate(b.state, "implement", first) == (2000, 0.0)
+    implement(b)
+    assert estimate(b.state, "implement", first) == (110, 0.0)  # its own sessions now
+
+
+def test_a_budget_under_a_cent_is_said_as_written() -> None:
+    assert (dollars(0.005), dollars(5.0), dollars(0.015)) == ("$0.005", "$5.00", "$0.015")

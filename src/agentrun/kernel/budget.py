@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from agentrun.kernel import ladder
 from agentrun.kernel.state import BuildState
 from agentrun.prices import price_of
 
@@ -28,6 +29,12 @@ class Limits:
     tokens: int | None
     usd: float | None
     minutes: float | None
+
+
+def dollars(amount: float) -> str:
+    """A budget in dollars as it was written: ``$5.00``, ``$0.005`` (never rounded to
+    cents, which would make a small overspend read as under budget)."""
+    return f"${amount:.2f}" if round(amount, 2) == amount else f"${amount:.4g}"
 
 
 def limits(s: BuildState) -> Limits:
@@ -93,7 +100,7 @@ def estimate(s: BuildState, role: str, first: FirstSession | None = None) -> tup
     build with a task graph, a role's first sessions start side by side: each is
     estimated at the average of the build's sessions so far (or ``first``, if more).
     """
-    own = s.role_usage.get(role)
+    own = s.role_usage.get(ladder.next_estimate_key(s, role))
     if own is not None and own.sessions:
         return own.estimate_tokens(), own.estimate_cost()
     least = first.estimate(s) if first is not None else (0, 0.0)
@@ -109,7 +116,7 @@ def estimate(s: BuildState, role: str, first: FirstSession | None = None) -> tup
 
 def _first(s: BuildState, role: str | None, first: FirstSession | None) -> FirstSession | None:
     """``first`` where the next session of ``role`` is the role's first (None: it is not)."""
-    own = s.role_usage.get(role) if role else None
+    own = s.role_usage.get(ladder.next_estimate_key(s, role)) if role else None
     return first if role and first is not None and not (own and own.sessions) else None
 
 
@@ -137,14 +144,15 @@ def over_budget(s: BuildState, role: str | None, first: FirstSession | None = No
         if unknown:
             return (
                 f"the price of {', '.join(unknown)} is unknown, so max_cost_usd "
-                f"(${limit.usd:.2f}) cannot be kept: add [prices.MODEL] to .agentrun.toml"
+                f"({dollars(limit.usd)}) cannot be kept: add [prices.MODEL] to .agentrun.toml"
             )
         if spent_usd >= limit.usd or spent_usd + next_usd > limit.usd:
             return (
                 f"it has spent ${s.usage.cost_usd or 0.0:.4f}"
                 + (f" (and tasks beside it hold ${s.reserved_usd:.4f})" if s.reserved_usd else "")
                 + " of its max_cost_usd budget of "
-                f"${limit.usd:.2f}; the next {role} session is estimated at ${next_usd:.4f}" + basis
+                f"{dollars(limit.usd)}; the next {role} session is estimated at "
+                f"${next_usd:.4f}{basis}"
             )
     minutes = s.active_seconds / 60
     if limit.minutes is not None and minutes >= limit.minutes:

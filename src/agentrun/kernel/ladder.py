@@ -144,6 +144,18 @@ def rung_key(role: str, rung: int) -> str:
     return f"{role}:{rung}"
 
 
+def estimate_key(role: str, rung: int | None) -> str:
+    """Whose sessions estimate the next one of ``role`` (``role_usage``'s key): on a
+    ladder, the sessions of its rung, so that a stronger rung's first session is not
+    estimated at the cheaper one's spend."""
+    return role if rung is None else rung_key(role, rung)
+
+
+def next_estimate_key(s: BuildState, role: str) -> str:
+    """``estimate_key`` of the next session of ``role``: on the rung the role is on."""
+    return estimate_key(role, rung_of(s, role))
+
+
 @dataclass(frozen=True)
 class RungSpend:
     """What one rung of a role's ladder spent, and whether the role is on it now."""
@@ -163,7 +175,7 @@ def rung_spend(s: BuildState) -> list[RungSpend]:
         on = s.rungs.get(role, 0)
         for rung, runtime in enumerate(ladder.rungs):
             used = s.rung_usage.get(rung_key(role, rung))
-            if used is not None or (rung == on and role in s.role_usage):
+            if used is not None or (rung == on and estimate_key(role, rung) in s.role_usage):
                 found.append(RungSpend(role, rung, runtime, used or ev.Usage(), rung == on))
     return found
 

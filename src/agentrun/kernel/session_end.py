@@ -150,7 +150,8 @@ def _spent(s: BuildState, session: OpenSession, p: ev.SessionEnded) -> Changes:
     used = p.usage
     tokens = used.tokens
     known = used.cost_usd is not None
-    role = s.role_usage.get(session.role, RoleUsage())
+    key = ladder.estimate_key(session.role, session.rung)
+    role = s.role_usage.get(key, RoleUsage())
     role = RoleUsage(
         sessions=role.sessions + 1,
         tokens=role.tokens + tokens,
@@ -159,7 +160,7 @@ def _spent(s: BuildState, session: OpenSession, p: ev.SessionEnded) -> Changes:
     )
     changes: Changes = {
         "phase_usage": {**s.phase_usage, family: s.phase_usage.get(family, ev.Usage()) + used},
-        "role_usage": {**s.role_usage, session.role: role},
+        "role_usage": {**s.role_usage, key: role},
     }
     if session.rung is not None:
         key = ladder.rung_key(session.role, session.rung)

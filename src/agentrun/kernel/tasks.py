@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agentrun import events as ev
+from agentrun.kernel import ladder
 from agentrun.kernel.budget import limits
 from agentrun.kernel.session_end import Changes, implemented, next_impl_round, verify_recorded
 from agentrun.kernel.state import (
@@ -192,7 +193,8 @@ def reserved(s: BuildState, task: str | None) -> tuple[int, float]:
             running = flight.phase
         if running is None:
             continue
-        known = s.role_usage.get(running)
+        rung = other.session.rung if other.session else ladder.rung_of(s, running)
+        known = s.role_usage.get(ladder.estimate_key(running, rung))
         if known is None or not known.sessions:
             tokens += max((limit.tokens or 0) - s.usage.tokens, 0)
             usd += max((limit.usd or 0.0) - (s.usage.cost_usd or 0.0), 0.0)
