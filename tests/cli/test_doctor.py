@@ -11,6 +11,7 @@ import pygit2
 import pytest
 from click.testing import CliRunner, Result
 from runner.helpers import SCRIPT, SCRIPTED, configure, git, payloads
+from support.model_server import ModelServer
 
 from agentrun.cli.main import cli
 from agentrun.commands.build import create_build
@@ -161,6 +162,34 @@ def test_an_api_runtime_needs_its_key(here: Path, monkeypatch: pytest.MonkeyPatc
     result = invoke("doctor")
     assert result.exit_code == 0, result.output
     assert rows(result.stdout)["openai:gpt-5"][2] == "ok"
+
+
+def test_doctor_says_a_local_model_costs_nothing_unless_priced(
+    here: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MOCK_KEY", "k-test")
+    with ModelServer() as server:
+        local = f'kind = "openai"\nbase_url = "{server.url}/v1"\napi_key_env = "MOCK_KEY"\n'
+        write_config(
+            here,
+            '[roles]\ndefault = ["local"]\nplan = ["proxy", "cloud"]\n\n'
+            f'[runtimes.local]\n{local}model = "qwen3"\n\n'
+            f'[runtimes.proxy]\n{local}model = "gpt-5"\n\n'
+            '[runtimes.cloud]\nkind = "openai"\nbase_url = "https://llm.example.com/v1"\n'
+            'model = "qwen3"\napi_key_env = "MOCK_KEY"\n',
+        )
+        result = invoke("doctor")
+
+    lines = result.stdout.splitlines()
+    assert rows(result.stdout)["local"][2] == "ok"
+    # After what the default role runs on, before the isolation and forge lines.
+    assert lines[-5:-2] == [
+        "default role runs on: local (configured)",
+        f"price: local runs qwen3 on this machine ({server.url}/v1): "
+        'it costs $0 unless [prices."qwen3"] prices it',
+        f"price: proxy runs gpt-5 on this machine ({server.url}/v1): "
+        "priced at $1.25 in, $10 out per million tokens",
+    ]
 
 
 # --- picking a runtime when none is routed -----------------------------------------------------

@@ -303,6 +303,7 @@ def doctor_lines(found: Diagnosis) -> list[str]:
         lines.append("no runtime can run here: configure one (`git agentrun init`)")
     else:
         lines.append(f"the default role cannot run: none of {', '.join(found.default)} is usable")
+    lines += found.prices
     if found.isolation:
         lines.append(found.isolation)
     if found.forge:

@@ -1,5 +1,5 @@
-"""``git agentrun doctor``: which runtimes can run here, which one ``run`` would pick, and
-the isolation level agents would run at (and why)."""
+"""``git agentrun doctor``: which runtimes can run here, which one ``run`` would pick, what
+a local model costs, and the isolation level agents would run at (and why)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pygit2
 
-from agentrun.config import BUILTIN_RUNTIMES, Config, load_config
+from agentrun.config import BUILTIN_RUNTIMES, Config, RuntimeConfig, load_config
 from agentrun.errors import ConfigError
+from agentrun.prices import is_local, price_of
 from agentrun.runtimes.base import Probe, probe_runtime
 
 # The order in which `run` tries runtimes when no role is configured.
@@ -36,6 +37,7 @@ class Diagnosis:
     isolation_ok: bool = True
     forge: str = ""  # "forge: local (auto: origin is on neither github.com nor …)"
     forge_ok: bool = True
+    prices: tuple[str, ...] = ()  # "price: local runs llama3 on this machine (…): $0 …"
 
 
 def forge_line(repo: pygit2.Repository, config: Config) -> tuple[str, bool]:
@@ -67,6 +69,18 @@ def forge_line(repo: pygit2.Repository, config: Config) -> tuple[str, bool]:
     return "forge: local (auto: origin is on neither github.com nor a GitLab host)", True
 
 
+def price_line(name: str, runtime: RuntimeConfig, config: Config) -> str | None:
+    """What a local model's sessions cost (None for a runtime that is not local)."""
+    if not is_local(runtime):
+        return None
+    model = runtime.model or "its default model"
+    where = f"price: {name} runs {model} on this machine ({runtime.base_url})"
+    price = price_of(runtime.model, config.prices)
+    if price is None:
+        return f'{where}: it costs $0 unless [prices."{runtime.model or "MODEL"}"] prices it'
+    return f"{where}: priced at ${price.input:g} in, ${price.output:g} out per million tokens"
+
+
 def isolation_line(config: Config, environ: Mapping[str, str]) -> tuple[str, bool]:
     from agentrun.isolation import IsolationError, resolve
 
@@ -89,21 +103,22 @@ def diagnose(config: Config, environ: Mapping[str, str] | None = None) -> Diagno
     if not config.roles:
         for name in AUTO_ORDER:
             names.setdefault(name, [])
-    rows = []
+    rows, lines = [], []
     for name, roles in names.items():
         runtime = config.runtime(name)
         if runtime is None:
             rows.append(RuntimeRow(name, "?", tuple(roles), Probe(False, "not configured")))
             continue
         rows.append(RuntimeRow(name, runtime.kind, tuple(roles), probe_runtime(runtime, env)))
-    ok = {row.name for row in rows if row.probe.ok}
+        lines += [line] if (line := price_line(name, runtime, config)) else []
+    ok, prices = {row.name for row in rows if row.probe.ok}, tuple(lines)
     if config.roles:
         default = config.runtimes_for("default") or config.runtimes_for("implement")
         usable = any(d in ok for d in default)
-        return Diagnosis(rows, default, usable, False, isolation, isolation_ok)
+        return Diagnosis(rows, default, usable, False, isolation, isolation_ok, prices=prices)
     picked = next((name for name in AUTO_ORDER if name in ok), None)
     chosen = (picked,) if picked else ()
-    return Diagnosis(rows, chosen, picked is not None, True, isolation, isolation_ok)
+    return Diagnosis(rows, chosen, picked is not None, True, isolation, isolation_ok, prices=prices)
 
 
 def doctor(repo: pygit2.Repository) -> Diagnosis:

@@ -92,10 +92,14 @@ class RuntimeConfig(_Model):
 
 
 class Price(_Model):
-    """US dollars per million tokens."""
+    """US dollars per million tokens: input billed at the full rate, output, and input read
+    from or written to a prompt cache. A cache rate left out is priced as
+    ``agentrun.prices.cost_of`` says (never below what a provider charges)."""
 
     input: float = Field(ge=0)
     output: float = Field(ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
 
 
 class Budget(_Model):

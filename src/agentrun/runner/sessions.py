@@ -28,7 +28,7 @@ from agentrun.kernel.runner import made
 from agentrun.kernel.session_end import PRODUCERS
 from agentrun.kernel.sessions import AgentWork, SessionJob, Turn, job_of, subject
 from agentrun.kernel.state import BuildState, Report
-from agentrun.prices import price_of, with_cost
+from agentrun.prices import price_of, runtime_price, with_cost
 from agentrun.runner.build import BuildHandle, Observer
 from agentrun.runner.environment import session_env
 from agentrun.runner.prompts import render_prompt
@@ -247,7 +247,8 @@ class SessionRunner:
         queued = drainer.stop() + drain(self.repo, self.workspace.path, session)
         if queued:
             transcript = replace(transcript, text=transcript.text + "\n".join(queued) + "\n")
-        turn = replace(turn, usage=with_cost(turn.usage, config.model, state.config.prices))
+        price = runtime_price(config, state.config.prices)
+        turn = replace(turn, usage=with_cost(turn.usage, price))
         state = self.build.refresh()
         open_session = state.session if state.session and state.session.session == session else None
         report = open_session.report if open_session else None
