@@ -158,8 +158,8 @@ def test_without_the_verb_a_command_agents_usage_is_unreported(
 
 
 BUDGET_WARNING = (
-    "budget: max_tokens = 100000 cannot be enforced on runtime agent (command) "
-    "(role implement): its usage is unreported unless the agent reports it with "
+    "budget: max_tokens = 100000 cannot be enforced on runtime agent (command, "
+    "role implement): its usage is unreported unless the agent reports it with "
     "`git agentrun agent usage`, which makes the budget enforceable"
 )
 

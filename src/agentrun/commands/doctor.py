@@ -85,13 +85,17 @@ def unenforced_budgets(config: Config) -> list[str]:
         for entry in (*config.roles.get(role, ()), *(ladder.rungs if ladder else ())):
             runtime = config.runtime(entry)
             if runtime is not None and reported_by_agent(runtime.kind):
-                roles.setdefault(f"{entry.partition(':')[0]} ({runtime.kind})", []).append(role)
-    return [
-        f"budget: {' and '.join(named)} cannot be enforced on runtime {name} "
-        f"(role {', '.join(dict.fromkeys(routed))}): its usage is unreported unless the "
-        "agent reports it with `git agentrun agent usage`, which makes the budget enforceable"
-        for name, routed in roles.items()
-    ]
+                roles.setdefault(f"{entry.partition(':')[0]} ({runtime.kind}", []).append(role)
+    lines = []
+    for name, routed in roles.items():
+        which = list(dict.fromkeys(routed))
+        lines.append(
+            f"budget: {' and '.join(named)} cannot be enforced on runtime {name}, "
+            f"role{'s' if len(which) > 1 else ''} {', '.join(which)}): its usage is unreported "
+            "unless the agent reports it with `git agentrun agent usage`, which makes the "
+            "budget enforceable"
+        )
+    return lines
 
 
 def isolation_line(config: Config, environ: Mapping[str, str]) -> tuple[str, bool]:
