@@ -42,6 +42,7 @@ GOAL = "Add the feature"
 # The implement agent: plays AGENT_STEPS (a JSON list), then reports done.
 #   ["usage", ARGS...]   git agentrun agent usage ARGS
 #   ["file", NAME, OBJ]  writes .agentrun/run/usage/NAME itself ("$SESSION" is its session)
+#   ["context"]          copies what `git agentrun agent context` writes to $AGENT_STATE
 #   ["sleep", SECONDS]   sleeps
 # Its pid is in $AGENT_STATE/pid.
 USAGE_AGENT = """\
@@ -63,6 +64,10 @@ for step in json.loads(os.environ["AGENT_STEPS"]):
         folder.mkdir(parents=True, exist_ok=True)
         text = step[2] if isinstance(step[2], str) else json.dumps(step[2])
         (folder / step[1]).write_text(text.replace("$SESSION", session))
+    elif step[0] == "context":
+        done = subprocess.run(["git", "agentrun", "agent", "context"], capture_output=True)
+        written = Path(done.stdout.decode().strip()).read_text()
+        Path(os.environ["AGENT_STATE"], "context.md").write_text(written)
     elif step[0] == "sleep":
         time.sleep(float(step[1]))
 Path("feature.txt").write_text("made by the agent\\n")
@@ -112,8 +117,12 @@ def usage_call(tokens_in: int, tokens_out: int, *more: str) -> list[Any]:
 def test_the_verbs_figures_land_on_session_ended_and_two_calls_add_up(
     tmp_path: Path, repo_path: Path, repo: pygit2.Repository
 ) -> None:
-    steps = [usage_call(1000, 200, "--cache-read", "50"), usage_call(500, 100, "--cost", "0.25")]
-    table, _ = usage_agent(tmp_path, steps)
+    steps = [
+        ["context"],
+        usage_call(1000, 200, "--cache-read", "50"),
+        usage_call(500, 100, "--cost", "0.25"),
+    ]
+    table, state = usage_agent(tmp_path, steps)
     configure(repo_path, base=SCRIPTED_BUT_IMPLEMENT, extra=table)
     slug, outcome = build(repo)
 
@@ -129,6 +138,8 @@ def test_the_verbs_figures_land_on_session_ended_and_two_calls_add_up(
         "1,250 tokens (1,000 in, 200 out, 50 cache read), cost unknown counted",
         "600 tokens (500 in, 100 out), $0.2500 counted",
     ]
+    context = (state / "context.md").read_text()
+    assert "Report what you spend with `git agentrun agent usage --tokens-in N" in context
     shown = run_cli(repo_path, "show", slug)
     assert "usage:    implement: 1,850 tokens (1,500 in, 300 out, 50 cache read), $0.2500" in (
         shown.stdout
