@@ -353,3 +353,36 @@ def test_doctor_names_a_gitlab_origin_as_the_gitlab_forge(here: Path) -> None:
     assert invoke("doctor").stdout.splitlines()[-1] == (
         "forge: gitlab (auto: origin is on gitlab.com or on [forge] url's host)"
     )
+
+
+# --- budgets a runtime cannot hold --------------------------------------------------------
+
+
+def test_a_budget_on_a_command_agent_is_named_as_unenforceable(here: Path) -> None:
+    roles = 'default = ["claude"]\nimplement = ["agent"]\ncode-review = ["agent"]'
+    budget = "\n[budget]\nmax_tokens = 400\nmax_cost_usd = 2.5\n"
+    write_config(here, command_runtime(sys.executable, roles) + budget)
+    result = invoke("doctor")
+
+    assert result.stdout.splitlines()[-1] == (
+        "budget: max_tokens = 400 and max_cost_usd = 2.5 cannot be enforced on runtime agent "
+        "(command, roles implement, code-review): its usage is unreported unless the agent "
+        "reports it with `git agentrun agent usage`, which makes the budget enforceable"
+    )
+
+
+def test_no_budget_or_no_command_agent_is_nothing_to_name(here: Path) -> None:
+    write_config(here, command_runtime(sys.executable))
+    assert "budget:" not in invoke("doctor").stdout
+    write_config(here, f"{SCRIPTED}\n[budget]\nmax_tokens = 400\n")
+    assert "budget:" not in invoke("doctor").stdout
+
+
+def test_doctor_names_each_rung_of_a_ladder_with_its_role(tmp_path: Path) -> None:
+    config = parse_config(
+        '[roles]\ndefault = ["codex"]\n[ladder.implement]\nrungs = ["codex", "claude"]\n',
+        "x.toml",
+    )
+    rows = {row.name: row.roles for row in diagnose(config, {"PATH": str(tmp_path)}).rows}
+    assert rows["codex"] == ("default", "implement (rung 0)")
+    assert rows["claude"] == ("implement (rung 1)",)

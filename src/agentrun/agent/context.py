@@ -56,5 +56,21 @@ def render_context(state: BuildState, env: AgentEnv, plan: str | None) -> str:
         parts += ["", "## Answers from people", ""]
         parts += [f"- {e.id}: {e.question}\n  Answer ({e.by}): {e.answer}" for e in answered]
     verbs = ", ".join(PHASE_VERBS.get(env.family, ()))
-    parts += ["", "## How to finish", "", f"Run `git agentrun agent <verb>`, one of: {verbs}.", ""]
-    return "\n".join(parts)
+    parts += ["", "## How to finish", "", f"Run `git agentrun agent <verb>`, one of: {verbs}."]
+    if reports_usage(state):
+        parts += [
+            "",
+            "Report what you spend with `git agentrun agent usage --tokens-in N --tokens-out M` "
+            "(each call adds; `--cost USD` or `--model NAME` prices it): otherwise this "
+            "session's usage is unreported and the build's budget cannot hold it.",
+        ]
+    return "\n".join([*parts, ""])
+
+
+def reports_usage(state: BuildState) -> bool:
+    """Whether the open session's runtime counts on its agent to report usage."""
+    from agentrun.agent.usage import reported_by_agent
+
+    session = state.session
+    config = state.config.runtime(session.runtime) if session else None
+    return config is not None and reported_by_agent(config.kind)

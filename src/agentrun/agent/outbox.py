@@ -27,9 +27,10 @@ VERSION = 1
 TAKEN = ".taken"  # a request one drainer claimed (renamed), so that no other takes it too
 
 
-def queue(workdir: Path, request: Mapping[str, Any]) -> Path:
-    """Write one request to the outbox of the worktree ``workdir``; returns its path."""
-    folder = workdir / OUTBOX
+def queue(workdir: Path, request: Mapping[str, Any], under: Path = OUTBOX) -> Path:
+    """Write one request to the outbox of the worktree ``workdir`` (or the folder ``under``
+    it names); returns its path."""
+    folder = workdir / under
     folder.mkdir(parents=True, exist_ok=True)
     for number in range(len(list(folder.glob("*.json"))) + 1, 10_000):
         path = folder / f"{number:04d}.json"
@@ -41,6 +42,23 @@ def queue(workdir: Path, request: Mapping[str, Any]) -> Path:
             json.dump({"v": VERSION, **request}, fh)
         return path
     raise OSError(f"the outbox {folder} is full")
+
+
+def take(path: Path) -> dict[str, Any] | None:
+    """Claim one queued request and read it; the file is gone afterwards. None: another
+    drainer took it first. An unreadable request raises ``ValueError`` (or ``OSError``)."""
+    taken = path.with_name(path.name + TAKEN)
+    try:
+        path.rename(taken)
+    except FileNotFoundError:
+        return None
+    try:
+        data = json.loads(taken.read_text(encoding="utf-8"))
+    finally:
+        taken.unlink(missing_ok=True)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    return data
 
 
 def drain(repo: pygit2.Repository, workdir: Path, session: str) -> list[str]:
@@ -56,13 +74,10 @@ def drain(repo: pygit2.Repository, workdir: Path, session: str) -> list[str]:
     folder = workdir / OUTBOX
     said: list[str] = []
     for path in sorted(folder.glob("*.json")):
-        taken = path.with_name(path.name + TAKEN)
         try:
-            path.rename(taken)
-        except FileNotFoundError:
-            continue  # another drainer took it
-        try:
-            data = json.loads(taken.read_text(encoding="utf-8"))
+            data = take(path)
+            if data is None:
+                continue  # another drainer took it
             task = data.get("task")
             env = AgentEnv(
                 str(data["build"]),
@@ -80,8 +95,6 @@ def drain(repo: pygit2.Repository, workdir: Path, session: str) -> list[str]:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             said.append(f"outbox {path.name}: unreadable ({exc}); ignored")
             continue
-        finally:
-            taken.unlink(missing_ok=True)
         if claimed != session:
             said.append(f"outbox {path.name}: from session {claimed}, not {session}; refused")
             continue

@@ -97,3 +97,36 @@ def agent_escalate(question: str) -> None:
 def agent_select(number: int) -> None:
     """Choose candidate NUMBER (select phase: the passing candidates, numbered from 1)."""
     _report("select", str(number))
+
+
+@agent.command("usage")
+@click.option("--tokens-in", required=True, metavar="N", help="Input tokens at the full rate.")
+@click.option("--tokens-out", required=True, metavar="N", help="Output tokens.")
+@click.option("--cache-read", default="0", metavar="N", help="Input tokens read from a cache.")
+@click.option("--cache-write", default="0", metavar="N", help="Input tokens written to a cache.")
+@click.option("--cost", metavar="USD", help="What they cost (else priced at --model).")
+@click.option("--model", metavar="NAME", help="The model they were spent on, to price them.")
+def agent_usage(
+    tokens_in: str,
+    tokens_out: str,
+    cache_read: str,
+    cache_write: str,
+    cost: str | None,
+    model: str | None,
+) -> None:
+    """Report what a command agent spent; each call adds to its session's total."""
+    from pathlib import Path
+
+    from agentrun.agent.usage import parse_cost, parse_tokens, submit_usage
+    from agentrun.agent.verbs import agent_env
+    from agentrun.events import Usage
+
+    usage = Usage(
+        tokens_in=parse_tokens("--tokens-in", tokens_in),
+        tokens_out=parse_tokens("--tokens-out", tokens_out),
+        cache_read=parse_tokens("--cache-read", cache_read),
+        cache_write=parse_tokens("--cache-write", cache_write),
+        cost_usd=None if cost is None else parse_cost(cost),
+    )
+    env = agent_env(os.environ)
+    click.echo(submit_usage(env, usage, model, Path.cwd(), os.environ))

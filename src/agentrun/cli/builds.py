@@ -85,6 +85,8 @@ def run(
         click.echo(f"build {created.slug} from {created.base_ref} ({created.base_sha[:10]})")
         if created.dirty:
             click.echo(created.uncommitted_note())
+        for line in created.unenforced:
+            click.echo(f"agentrun: warning: {line}", err=True)
         with progress() as observer:
             outcome = run_build(repo, created.slug, observer, remote, stop_at)
         finish(outcome)

@@ -64,7 +64,7 @@ def status_table(found: list[BuildRow]) -> None:
                 str(s.current_round),
                 esc.id if esc else "-",
                 proposal,
-                f"{s.usage.tokens:,}",
+                tokens_text(s.usage),
                 cost_text(s),
                 age(s.created_at),
             ]
@@ -79,7 +79,7 @@ def status_table(found: list[BuildRow]) -> None:
                     str(t.impl_round),
                     task.escalation.id if task.escalation else "-",
                     "-",
-                    f"{t.usage.tokens:,}",
+                    tokens_text(t.usage),
                     cost_text(s, t.usage),
                     "-",
                 ]
@@ -97,6 +97,11 @@ def status_table(found: list[BuildRow]) -> None:
     ]
     for line in table(headers, body):
         click.echo(line)
+
+
+def tokens_text(usage: Usage) -> str:
+    """A TOKENS cell: ``unreported`` for sessions whose agent reported nothing."""
+    return "unreported" if not usage.reported and not usage.tokens else f"{usage.tokens:,}"
 
 
 def cost_text(state: BuildState, usage: Usage | None = None) -> str:
@@ -202,7 +207,7 @@ def task_lines(state: BuildState) -> list[str]:
                 row.state_name,
                 row.phase,
                 str(t.impl_round),
-                f"{t.usage.tokens:,}",
+                tokens_text(t.usage),
                 cost_text(state, t.usage),
                 row.branch,
                 goal,
@@ -237,7 +242,7 @@ def candidate_lines(state: BuildState) -> list[str]:
             c.runtime or "",
             {"passed": "passed", "failed": f"failed ({c.failing} step(s))"}.get(c.stage, "pending"),
             f"at {c.stage}" if state.status == "running" else state.status,
-            f"{c.usage.tokens:,}",
+            tokens_text(c.usage),
             c.head[:10],
         ]
         for c in state.candidates.values()
@@ -308,4 +313,5 @@ def doctor_lines(found: Diagnosis) -> list[str]:
         lines.append(found.isolation)
     if found.forge:
         lines.append(found.forge)
+    lines += found.budgets
     return lines

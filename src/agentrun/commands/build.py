@@ -12,7 +12,7 @@ from typing import Literal
 import pygit2
 
 from agentrun import secrets
-from agentrun.commands.doctor import auto_pick
+from agentrun.commands.doctor import auto_pick, unenforced_budgets
 from agentrun.config import CONFIG_FILE, Config, config_from_data, load_config
 from agentrun.errors import AgentrunError, ConcurrentUpdateError, ConfigError
 from agentrun.events import BuildCreated, HumanActor
@@ -38,6 +38,7 @@ class Created:
     dirty: bool
     picked: str | None = None  # the runtime chosen because none was configured
     config_dirty: bool = False  # .agentrun.toml itself has uncommitted changes
+    unenforced: tuple[str, ...] = ()  # budgets the build's runtimes cannot hold (warnings)
 
     def uncommitted_note(self) -> str:
         """What `run` says of uncommitted work; the config is the one file read as it is."""
@@ -171,7 +172,10 @@ def create_build(
         config,
         allow_empty=allow_empty,
     )
-    return Created(slug, base_ref, base_sha, bool(changed), picked, CONFIG_FILE in changed)
+    unenforced = tuple(unenforced_budgets(config))
+    return Created(
+        slug, base_ref, base_sha, bool(changed), picked, CONFIG_FILE in changed, unenforced
+    )
 
 
 def runnable(config: Config) -> tuple[Config, str | None]:

@@ -38,6 +38,7 @@ class Diagnosis:
     forge: str = ""  # "forge: local (auto: origin is on neither github.com nor …)"
     forge_ok: bool = True
     prices: tuple[str, ...] = ()  # "price: local runs llama3 on this machine (…): $0 …"
+    budgets: tuple[str, ...] = ()  # budgets no runtime can hold (unenforced_budgets)
 
 
 def forge_line(repo: pygit2.Repository, config: Config) -> tuple[str, bool]:
@@ -81,6 +82,36 @@ def price_line(name: str, runtime: RuntimeConfig, config: Config) -> str | None:
     return f"{where}: priced at ${price.input:g} in, ${price.output:g} out per million tokens"
 
 
+def unenforced_budgets(config: Config) -> list[str]:
+    """A token or dollar budget on a runtime whose usage only its agent reports (a
+    ``command`` runtime routed to a role): one line per such runtime, naming its roles,
+    the budget and what makes it enforceable. Said by ``doctor`` and when ``run`` starts."""
+    from agentrun.agent.usage import reported_by_agent
+
+    budget = config.budget
+    named = [f"max_tokens = {budget.max_tokens}"] if budget.max_tokens is not None else []
+    named += [f"max_cost_usd = {budget.max_cost_usd:g}"] if budget.max_cost_usd else []
+    if not named:
+        return []
+    roles: dict[str, list[str]] = {}
+    for role in dict.fromkeys((*config.roles, *config.ladder)):
+        ladder = config.ladder.get(role)
+        for entry in (*config.roles.get(role, ()), *(ladder.rungs if ladder else ())):
+            runtime = config.runtime(entry)
+            if runtime is not None and reported_by_agent(runtime.kind):
+                roles.setdefault(f"{entry.partition(':')[0]} ({runtime.kind}", []).append(role)
+    lines = []
+    for name, routed in roles.items():
+        which = list(dict.fromkeys(routed))
+        lines.append(
+            f"budget: {' and '.join(named)} cannot be enforced on runtime {name}, "
+            f"role{'s' if len(which) > 1 else ''} {', '.join(which)}): its usage is unreported "
+            "unless the agent reports it with `git agentrun agent usage`, which makes the "
+            "budget enforceable"
+        )
+    return lines
+
+
 def isolation_line(config: Config, environ: Mapping[str, str]) -> tuple[str, bool]:
     from agentrun.isolation import IsolationError, resolve
 
@@ -98,6 +129,9 @@ def diagnose(config: Config, environ: Mapping[str, str] | None = None) -> Diagno
     for role, entries in config.roles.items():
         for entry in entries:
             names.setdefault(entry, []).append(role)
+    for role, ladder in config.ladder.items():
+        for rung, entry in enumerate(ladder.rungs):
+            names.setdefault(entry, []).append(f"{role} (rung {rung})")
     for name in config.runtimes:
         names.setdefault(name, [])
     if not config.roles:
@@ -124,7 +158,8 @@ def diagnose(config: Config, environ: Mapping[str, str] | None = None) -> Diagno
 def doctor(repo: pygit2.Repository) -> Diagnosis:
     config = load_config(Path(repo.workdir)) if repo.workdir else Config()
     forge, forge_ok = forge_line(repo, config)
-    return replace(diagnose(config), forge=forge, forge_ok=forge_ok)
+    budgets = tuple(unenforced_budgets(config))
+    return replace(diagnose(config), forge=forge, forge_ok=forge_ok, budgets=budgets)
 
 
 def auto_pick(config: Config, environ: Mapping[str, str] | None = None) -> tuple[Config, str]:
