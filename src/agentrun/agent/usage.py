@@ -94,7 +94,7 @@ def submit_usage(
     """Check that the session may report (open, on a ``command`` runtime), price the
     figures at ``model`` when no cost is given, and queue them; a line saying so."""
     from agentrun.agent.verbs import ReadOnlyCache, log_repository, worktree_of
-    from agentrun.prices import with_cost
+    from agentrun.prices import price_of, with_cost
     from agentrun.store.cache import load_state
     from agentrun.store.log import EventLog
 
@@ -114,7 +114,7 @@ def submit_usage(
             f"runtime {session.runtime} ({kind}) reports this session's usage itself; its "
             "figures count and these are not recorded (no usage is counted twice)"
         )
-    priced = with_cost(usage, model or session.model, state.config.prices)
+    priced = with_cost(usage, price_of(model or session.model, state.config.prices))
     request = {"session": env.session, "model": model, **priced.model_dump(exclude={"reported"})}
     workdir = worktree_of(cwd)
     path = queue(workdir, request, USAGE)
