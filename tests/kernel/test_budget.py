@@ -14,7 +14,7 @@ from typing import Any
 
 from scenario import BASE_TS, Build, drive, fake_sha, fold
 
-from agentrun.config import Budget, Config, Pipeline, Policy, VerifyStep
+from agentrun.config import Budget, Config, Pipeline, Policy, RuntimeConfig, VerifyStep
 from agentrun.events import (
     Actor,
     AgentActor,
@@ -35,7 +35,7 @@ from agentrun.events import (
     SessionStarted,
     Usage,
 )
-from agentrun.kernel.budget import FirstSession
+from agentrun.kernel.budget import FirstSession, how_to_price
 from agentrun.kernel.decide import (
     Publish,
     RaiseEscalation,
@@ -294,6 +294,13 @@ def test_the_estimate_is_the_mean_of_the_role_sessions() -> None:
     assert usage.estimate_cost() == 0.02
 
 
+def test_a_runtime_without_a_model_is_told_to_name_one() -> None:
+    config = Config(runtimes={"agent": RuntimeConfig(kind="command", command=("agent",))})
+    assert how_to_price(config, ("agent", "my-model")) == (
+        'add [prices."my-model"]; set [runtimes.agent] model = "…" and price it'
+    )
+
+
 def test_unknown_price_asks_before_spending_more() -> None:
     b = Build(budgeted(max_cost_usd=0.01))
     session(b, Usage(tokens_in=500, tokens_out=50), model="my-model")
@@ -303,7 +310,7 @@ def test_unknown_price_asks_before_spending_more() -> None:
     assert (esc.phase, esc.round) == ("plan-review", 1)
     assert esc.question == question(
         "the price of my-model is unknown, so max_cost_usd ($0.01) cannot be kept: "
-        "add [prices.MODEL] to .agentrun.toml"
+        'add [prices."my-model"] in .agentrun.toml'
     )
     b.step(kind="raise-escalation")
     b.answer("go on without a price")

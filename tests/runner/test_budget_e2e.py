@@ -132,7 +132,7 @@ def test_unknown_price_parks_with_a_question_naming_the_model(
     nothing_started_after_the_last_session(log)
     esc = budget_escalation(repo, slug)
     assert "my-model" in esc.question
-    assert "[prices.MODEL]" in esc.question
+    assert 'add [prices."my-model"]' in esc.question
     assert all(p.usage.cost_usd is None for p in payloads(repo, slug, "session.ended"))
 
 
@@ -307,7 +307,7 @@ def test_an_unknown_price_is_shown_as_unknown(
     assert (row["TOKENS"], row["COST"]) == ("3,800", "$0.0125?")  # the plan's cost left out
     shown = invoke("show", slug).stdout.splitlines()
     assert "usage:    plan: 800 tokens (800 in, 0 out), cost unknown" in shown
-    assert "unknown price: my-model (add [prices.MODEL])" in shown
+    assert 'unknown price: my-model (add [prices."my-model"])' in shown
     comment = status_comment(repo, outcome.state)
     assert "| plan | 800 tokens (800 in, 0 out), cost unknown |" in comment
     assert "Unknown price (not in the total): my-model" in comment

@@ -11,6 +11,7 @@ import click
 from agentrun.commands.inspect import BuildRow, task_rows
 from agentrun.events import Usage, describe_actor
 from agentrun.forge.base import ProposalInfo
+from agentrun.kernel.budget import how_to_price
 from agentrun.kernel.ladder import rung_spend
 from agentrun.kernel.state import BuildState
 from agentrun.store.log import Stored
@@ -160,7 +161,8 @@ def usage_lines(state: BuildState) -> list[str]:
     ]
     lines.append(f"total:    {state.usage.describe()}")
     if state.unpriced_models:
-        lines.append(f"unknown price: {', '.join(state.unpriced_models)} (add [prices.MODEL])")
+        fix = how_to_price(state.config, state.unpriced_models)
+        lines.append(f"unknown price: {', '.join(state.unpriced_models)} ({fix})")
     return lines
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from agentrun.config import Config
 from agentrun.kernel import ladder
 from agentrun.kernel.state import BuildState
 from agentrun.prices import price_of
@@ -35,6 +36,16 @@ def dollars(amount: float) -> str:
     """A budget in dollars as it was written: ``$5.00``, ``$0.005`` (never rounded to
     cents, which would make a small overspend read as under budget)."""
     return f"${amount:.2f}" if round(amount, 2) == amount else f"${amount:.4g}"
+
+
+def how_to_price(config: Config, unpriced: list[str] | tuple[str, ...]) -> str:
+    """What gives the ``unpriced`` models a price: ``[prices."M"]`` for a model; for a
+    runtime with no model (its name stands in for one), a model to look prices up by."""
+    bare = [n for n in unpriced if n in config.runtimes and config.runtimes[n].model is None]
+    models = [n for n in unpriced if n not in bare]
+    fixes = [f'add [prices."{m}"]' for m in models]
+    fixes += [f'set [runtimes.{n}] model = "…" and price it' for n in bare]
+    return "; ".join(fixes)
 
 
 def limits(s: BuildState) -> Limits:
@@ -144,7 +155,8 @@ def over_budget(s: BuildState, role: str | None, first: FirstSession | None = No
         if unknown:
             return (
                 f"the price of {', '.join(unknown)} is unknown, so max_cost_usd "
-                f"({dollars(limit.usd)}) cannot be kept: add [prices.MODEL] to .agentrun.toml"
+                f"({dollars(limit.usd)}) cannot be kept: {how_to_price(s.config, unknown)} "
+                "in .agentrun.toml"
             )
         if spent_usd >= limit.usd or spent_usd + next_usd > limit.usd:
             return (
