@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from agentrun import events as ev
-from agentrun.config import Config
+from agentrun.config import Config, Ladder
 from agentrun.kernel.decide import (
     Acknowledge,
+    Climb,
     Integrate,
     Publish,
     RaiseEscalation,
@@ -450,3 +451,28 @@ def test_a_state_with_tasks_survives_the_cache_s_json() -> None:
     log.through("alpha", "a" * 40)
     s = log.state
     assert BuildState.model_validate_json(s.model_dump_json()) == s
+
+
+def test_each_task_climbs_its_own_ladder() -> None:
+    """A task's failed round moves that task up the ladder; the others stay on rung 0."""
+    config = Config(
+        roles={"default": ("strong",)},
+        ladder={"implement": Ladder(rungs=("cheap", "strong"))},
+    )
+    log = planned(config)
+    log.add(ev.TaskStarted(task="alpha", base_sha=BASE), "alpha")
+    log.add(ev.TaskStarted(task="beta", base_sha=BASE), "beta")
+    first = decide_task(log.state, "alpha")
+    assert isinstance(first, RunPhase) and (first.phase, first.rung) == ("implement", 0)
+    log.implement("alpha", "a" * 40)
+    log.review("alpha", "revise")
+    climb = decide_task(log.state, "alpha")
+    assert climb == Climb("implement", 1, "strong", "1 failed round on cheap")
+    log.add(ev.LadderClimbed(role="implement", rung=1, runtime="strong", reason=climb.reason),
+            "alpha")  # fmt: skip
+    assert log.state.tasks["alpha"].rungs == {"implement": 1}
+    assert log.state.tasks["beta"].rungs == {} and log.state.rungs == {}
+    again = decide_task(log.state, "alpha")
+    assert isinstance(again, RunPhase) and (again.round, again.rung) == (2, 1)
+    beta = decide_task(log.state, "beta")
+    assert isinstance(beta, RunPhase) and beta.rung == 0
