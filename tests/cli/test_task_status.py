@@ -293,6 +293,10 @@ def test_a_stopped_task_and_one_a_job_runs(tmp_path: Path) -> None:
         wait_for(
             lambda: held(repo, SLUG) is None and held(repo, task_key(SLUG, "alpha")) is None,
             "the runners to let go",
+            # The task's runner is in a session of its own: the build's runner stops it,
+            # and it stops its agent's tree first; on a loaded 2-core machine that took
+            # over 30 s once.
+            timeout=120,
         )
     state = state_of(repo_path)
     assert state.stage == "tasks" and state.tasks["alpha"].stage == "implement"
