@@ -176,21 +176,30 @@ script = "{SCRIPT}"
 """
 
 
-def command_agent(tmp_path: Path, implement: str = "done") -> tuple[str, Path]:
-    """The ``[runtimes.agent]`` table of a command agent, and its state folder.
+def command_agent(
+    tmp_path: Path,
+    implement: str = "done",
+    source: str = AGENT_PROGRAM,
+    env: Mapping[str, str] | None = None,
+) -> tuple[str, Path]:
+    """The ``[runtimes.agent]`` table of a command agent (``source``, run by this Python
+    with ``AGENT_STATE`` and ``env``), and its state folder.
 
-    ``implement = "hang"`` makes the first implement session start a ``sleep 300`` child
-    and sleep itself (pids in ``state/pids``); later sessions do the work.
+    With the default agent, ``implement = "hang"`` makes the first implement session
+    start a ``sleep 300`` child and sleep itself (pids in ``state/pids``); later sessions
+    do the work.
     """
     state = tmp_path / "agent-state"
     state.mkdir(exist_ok=True)
-    program = tmp_path / "agent.py"
-    program.write_text(AGENT_PROGRAM)
+    program = tmp_path / ("agent.py" if source == AGENT_PROGRAM else "other_agent.py")
+    program.write_text(source)
+    variables = {"AGENT_STATE": str(state), "AGENT_IMPLEMENT": implement, **(env or {})}
+    listed = ", ".join(f"{k} = {json.dumps(v)}" for k, v in variables.items())
     table = f"""\
 [runtimes.agent]
 kind = "command"
 command = [{json.dumps(sys.executable)}, {json.dumps(str(program))}]
-env = {{ AGENT_STATE = {json.dumps(str(state))}, AGENT_IMPLEMENT = "{implement}" }}
+env = {{ {listed} }}
 """
     return table, state
 

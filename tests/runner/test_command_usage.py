@@ -9,7 +9,6 @@ the other roles are the scripted agent. Without the verb a command agent's usage
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -77,17 +76,7 @@ subprocess.run(["git", "agentrun", "agent", "done", "--summary", "added feature.
 
 def usage_agent(tmp_path: Path, steps: list[list[Any]]) -> tuple[str, Path]:
     """The ``[runtimes.agent]`` table of the implement agent playing ``steps``."""
-    state = tmp_path / "agent-state"
-    state.mkdir(exist_ok=True)
-    program = tmp_path / "usage_agent.py"
-    program.write_text(USAGE_AGENT)
-    table = f"""\
-[runtimes.agent]
-kind = "command"
-command = [{json.dumps(sys.executable)}, {json.dumps(str(program))}]
-env = {{ AGENT_STATE = {json.dumps(str(state))}, AGENT_STEPS = {json.dumps(json.dumps(steps))} }}
-"""
-    return table, state
+    return command_agent(tmp_path, source=USAGE_AGENT, env={"AGENT_STEPS": json.dumps(steps)})
 
 
 def build(repo: pygit2.Repository) -> tuple[str, Outcome]:
