@@ -20,7 +20,7 @@ from agentrun.events import build, forge, phases, tasks
 from agentrun.events.base import Actor, Frozen, check_version
 from agentrun.secrets import scrub
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 Payload = Annotated[
@@ -183,10 +183,18 @@ def _v3_to_v4(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def _v4_to_v5(doc: dict[str, Any]) -> dict[str, Any]:
+    """v5 added the gates' events (the plan's approval, the forge's checks), the facts of
+    ``refs/agentrun/memory`` and builds started by a pushed ``Agentrun-Goal`` trailer: a v4
+    document reads unchanged."""
+    return doc
+
+
 UPCASTERS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
     3: _v3_to_v4,
+    4: _v4_to_v5,
 }
 
 
