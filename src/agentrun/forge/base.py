@@ -40,6 +40,27 @@ class ProposalInfo:
     comments: tuple[Comment, ...] = field(default_factory=tuple)
 
 
+CheckState = Literal["pending", "success", "failure"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check on a commit, as the forge reports it: a GitHub check run or commit
+    status, a GitLab pipeline job (``[forge] require_checks`` names them).
+
+    ``state`` is what the gate reads (pending: queued or running); ``conclusion`` is the
+    forge's own word (success, failure, cancelled, timed_out, skipped, ...). ``summary``
+    and ``log_tail`` are read only for failures, as far as the forge's API gives them.
+    """
+
+    name: str
+    state: CheckState
+    conclusion: str = ""
+    summary: str = ""
+    log_tail: str = ""
+    url: str = ""
+
+
 class Forge(Protocol):
     """Where proposals live. Implementations must be idempotent where noted."""
 
