@@ -7,6 +7,7 @@ from pathlib import Path
 import pygit2
 
 from agentrun.agent.verbs import ReadOnlyCache
+from agentrun.kernel import approval
 from agentrun.kernel.state import BuildState
 from agentrun.kernel.verbs import PHASE_VERBS, AgentEnv, scoped
 from agentrun.store.cache import load_state
@@ -47,11 +48,14 @@ def render_context(state: BuildState, env: AgentEnv, plan: str | None) -> str:
         f"Base: {state.base_ref} at {state.base_sha[:12]}; build branch `{state.branch}`.",
     ]
     if plan:
-        parts += ["", "## Approved plan" if state.stage != "plan-review" else "## Plan", "", plan]
+        planning = state.stage in ("plan", "plan-review")
+        parts += ["", "## Plan" if planning else "## Approved plan", "", plan]
     if state.feedback:
         parts += ["", "## Feedback for this round", ""]
         parts += [f"- {item}" for item in state.feedback]
-    answered = [e for e in state.escalations if not e.is_open]
+    # The plan's question holds the plan, and what a person asked to change is the plan
+    # round's feedback: neither is repeated in every later prompt.
+    answered = [e for e in state.escalations if not e.is_open and e.cause != approval.CAUSE]
     if answered:
         parts += ["", "## Answers from people", ""]
         parts += [f"- {e.id}: {e.question}\n  Answer ({e.by}): {e.answer}" for e in answered]

@@ -11,6 +11,7 @@ import click
 from agentrun.commands.inspect import BuildRow, task_rows
 from agentrun.events import Usage, describe_actor
 from agentrun.forge.base import ProposalInfo
+from agentrun.kernel import approval
 from agentrun.kernel.budget import how_to_price
 from agentrun.kernel.ladder import rung_spend
 from agentrun.kernel.state import BuildState
@@ -57,6 +58,8 @@ def status_table(found: list[BuildRow]) -> None:
             )
             proposal = f"#{s.proposal.number} {flag}"
         state = row.state_name + (" (archived)" if row.archived else "")
+        if approval.waiting(s) is not None:
+            state += " (plan approval)"
         body.append(
             [
                 s.slug,
@@ -136,7 +139,11 @@ def outcome_lines(state: BuildState, word: str) -> list[str]:
     lines = [f"build {state.slug}: {word} at {state.phase_label}"]
     for esc in state.open_escalations:
         lines.append(f"question {esc.id} ({esc.phase}@{esc.round}): {esc.question}")
-        lines.append(f'  answer:  git agentrun answer {state.slug} "…"')
+        if esc.cause == approval.CAUSE:
+            lines.append(f"  approve: git agentrun approve {state.slug}")
+            lines.append(f'  or:      git agentrun answer {state.slug} "what to change"')
+        else:
+            lines.append(f'  answer:  git agentrun answer {state.slug} "…"')
         lines.append(f"  then:    git agentrun resume {state.slug}")
     if state.paused:
         lines.append(f"resume with: git agentrun resume {state.slug}")
@@ -171,7 +178,7 @@ def detail_lines(state: BuildState, artifacts: list[str], word: str | None = Non
     lines = [
         f"build:    {state.slug}",
         f"goal:     {state.goal}",
-        f"state:    {word or state.state_name} at {state.phase_label}",
+        f"state:    {word or state.state_name} at {state.phase_label}{_gate(state)}",
         f"base:     {state.base_ref} {state.base_sha[:10]}",
         f"branch:   {state.branch} at {state.head[:10]}",
         f"sessions: {state.sessions}",
@@ -192,6 +199,14 @@ def detail_lines(state: BuildState, artifacts: list[str], word: str | None = Non
     if artifacts:
         lines.append("artifacts: " + ", ".join(artifacts))
     return lines
+
+
+def _gate(state: BuildState) -> str:
+    """What ``show`` adds when the plan waits for a person's approval."""
+    asked = approval.waiting(state)
+    if asked is None:
+        return ""
+    return f", waiting for plan approval ({asked.id}): git agentrun approve {state.slug}"
 
 
 def task_lines(state: BuildState) -> list[str]:

@@ -1,5 +1,6 @@
-"""The steering commands, a person's requests to a build: ``answer``, ``pause``, ``resume``,
-``abort``, ``retry`` and ``reconcile`` (the verbs a forge comment may carry too)."""
+"""The steering commands, a person's requests to a build: ``answer``, ``approve``, ``pause``,
+``resume``, ``abort``, ``retry`` and ``reconcile`` (the verbs a forge comment may carry
+too)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,17 @@ def answer(slug: str, text: str, escalation: str | None) -> None:
 
     esc_id, _ = record(current_repo(), slug, text, escalation)
     click.echo(f"answered {esc_id}; run `git agentrun resume {slug}` to continue the build")
+
+
+@click.command()
+@slug_argument
+def approve(slug: str) -> None:
+    """Approve the plan SLUG waits on ([policy] plan_approval = "human"); `resume` then
+    implements it. To send it back instead: `answer SLUG "what to change"`."""
+    from agentrun.commands.control import approve as record
+
+    esc_id, _ = record(current_repo(), slug)
+    click.echo(f"plan approved ({esc_id}); run `git agentrun resume {slug}` to continue the build")
 
 
 @click.command()
@@ -113,4 +125,4 @@ def reconcile(slug: str, remote: str | None, time_limit: float | None) -> None:
     finish(outcome)
 
 
-COMMANDS = (answer, pause, resume, abort, retry, reconcile)
+COMMANDS = (answer, approve, pause, resume, abort, retry, reconcile)

@@ -1,4 +1,4 @@
-"""People steering a build: answer, pause, resume requests, abort, retry.
+"""People steering a build: answer, approve, pause, resume requests, abort, retry.
 
 A human command is a request appended to the log. On a lost race it is re-checked
 against the new state and re-appended (requests are safe to re-sequence): the store's
@@ -15,7 +15,7 @@ import pygit2
 
 from agentrun import secrets
 from agentrun.errors import LeaseHeldError
-from agentrun.events import EscalationAnswered, HumanActor
+from agentrun.events import EscalationAnswered, HumanActor, PlanApproved
 from agentrun.gitrepo import user_login
 from agentrun.kernel import requests
 from agentrun.kernel.draft import Draft
@@ -64,6 +64,19 @@ def answer(
         answered = requests.answer(state, text, escalation, login or user_login(repo), name_it)
         chosen[:] = [answered.id]
         return answered
+
+    state = request(repo, slug, make, login)
+    return chosen[0], state
+
+
+def approve(repo: pygit2.Repository, slug: str, login: str | None = None) -> tuple[str, BuildState]:
+    """Record a person's approval of the plan that waits; returns the question's id."""
+    chosen: list[str] = []
+
+    def make(state: BuildState) -> PlanApproved:
+        approved = requests.approve(state, login or user_login(repo))
+        chosen[:] = [approved.id]
+        return approved
 
     state = request(repo, slug, make, login)
     return chosen[0], state

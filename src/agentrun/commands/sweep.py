@@ -25,6 +25,7 @@ from agentrun.commands.inspect import (
 )
 from agentrun.config import load_config
 from agentrun.errors import AgentrunError
+from agentrun.kernel import approval
 from agentrun.kernel.decide import Acknowledge, Wait, decide
 from agentrun.kernel.state import BuildState
 from agentrun.runner.deadline import TIME_LIMIT
@@ -155,6 +156,8 @@ def _skipped(state: BuildState, reason: str, holder: LeaseInfo | None = None) ->
 
 def _waiting(state: BuildState, reason: str) -> str:
     if reason == "parked":
+        if (asked := approval.waiting(state)) is not None:
+            return f"waits for plan approval ({asked.id})"
         ids = ", ".join(e.id for e in state.open_escalations)
         return f"parked on question {ids}"
     return reason

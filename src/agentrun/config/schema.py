@@ -121,6 +121,9 @@ class Policy(_Model):
     stall_rounds: int = Field(default=2, ge=1)
     session_budget_seconds: float = Field(default=1800, gt=0)
     check_timeout_seconds: float = Field(default=600, gt=0)
+    # Who lets an approved plan go on to implement: its review ("agent"), or a person
+    # too ("human"): the build then parks with the plan as its question.
+    plan_approval: Literal["agent", "human"] = "agent"
 
 
 class Pipeline(_Model):

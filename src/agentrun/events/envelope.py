@@ -42,6 +42,7 @@ Payload = Annotated[
     | phases.PlanSubmitted
     | phases.PlanReviewStarted
     | phases.PlanReviewVerdict
+    | phases.PlanApproved
     | phases.ImplementStarted
     | phases.ImplementCompleted
     | phases.CodeReviewStarted

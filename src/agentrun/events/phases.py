@@ -63,6 +63,18 @@ class PlanReviewVerdict(_Verdict):
     type: Literal["plan-review.verdict"] = "plan-review.verdict"
 
 
+class PlanApproved(PayloadModel, summary="{id} by {by}"):
+    """A person let the plan go on to implement (``[policy] plan_approval = "human"``).
+
+    Its own event, not an answer: an answer with text sends the plan back to be revised,
+    an approval carries no text, and the log says which of the two a person did.
+    """
+
+    type: Literal["plan.approved"] = "plan.approved"
+    id: str  # the plan-approval escalation it closes
+    by: str
+
+
 class ImplementStarted(PayloadModel):
     type: Literal["implement.started"] = "implement.started"
     round: int

@@ -6,6 +6,7 @@ quoting the reply syntax back does not run it)::
     /agentrun answer [ID] TEXT   answer the open escalation (or escalation ID, e.g. e2);
                                  TEXT runs on over the following lines up to the next
                                  command
+    /agentrun approve            approve the plan that waits for a person
     /agentrun pause | resume | abort | retry | reconcile | status
 """
 
@@ -13,13 +14,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 PREFIX = "/agentrun"
-Verb = Literal["answer", "pause", "resume", "abort", "retry", "reconcile", "status"]
-VERBS: tuple[Verb, ...] = ("answer", "pause", "resume", "abort", "retry", "reconcile", "status")
+Verb = Literal["answer", "approve", "pause", "resume", "abort", "retry", "reconcile", "status"]
+VERBS: tuple[Verb, ...] = get_args(Verb)
 USAGE = (
-    "`/agentrun answer [ID] TEXT`, `/agentrun pause`, `/agentrun resume`, "
+    "`/agentrun answer [ID] TEXT`, `/agentrun approve`, `/agentrun pause`, `/agentrun resume`, "
     "`/agentrun abort`, `/agentrun retry`, `/agentrun reconcile` or `/agentrun status`"
 )
 _VERB: dict[str, Verb] = {verb: verb for verb in VERBS}

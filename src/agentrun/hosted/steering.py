@@ -182,6 +182,11 @@ class Steering:
             text = sanitize(command.text)
             esc, _ = answer(self.repo, slug, text, command.escalation, login, NAME_IT)
             return f"answered {esc}"
+        if command.verb == "approve":
+            from agentrun.commands.control import approve
+
+            esc, _ = approve(self.repo, slug, login)
+            return f"plan approved ({esc})"
         if command.verb == "reconcile":
             from agentrun.commands.reconcile import request_reconcile
 

@@ -6,7 +6,7 @@ No I/O, no clock, no random ids: replaying a log reproduces every decision.
 from __future__ import annotations
 
 from agentrun.config import FinalizeStep, VerifyStep
-from agentrun.kernel import ladder, tasks
+from agentrun.kernel import approval, ladder, tasks
 from agentrun.kernel.budget import FirstSession, over_budget
 from agentrun.kernel.decisions import (
     Acknowledge,
@@ -223,6 +223,8 @@ def _pipeline(s: BuildState) -> Decision:
         return _run_phase(s, "plan", s.plan_round)
     if stage == "plan-review":
         return _run_phase(s, "plan-review", s.plan_round)
+    if stage == "plan-approval":
+        return approval.ask(s, next_escalation_id(s))
     if stage == "implement":
         runtimes = s.config.candidate_runtimes()
         if runtimes and s.task is None and not s.tasks:

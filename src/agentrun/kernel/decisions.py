@@ -24,7 +24,14 @@ class Acknowledge:
 
 
 Cause = Literal[
-    "attempts", "permanent-failure", "round-limit", "interrupted", "budget", "empty", "stall"
+    "attempts",
+    "permanent-failure",
+    "round-limit",
+    "interrupted",
+    "budget",
+    "empty",
+    "stall",
+    "plan-approval",
 ]
 PhaseName = Literal["plan", "plan-review", "implement", "code-review", "reconcile", "select"]
 

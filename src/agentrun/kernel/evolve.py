@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from agentrun import events as ev
-from agentrun.kernel import ladder, tasks
+from agentrun.kernel import approval, ladder, tasks
 from agentrun.kernel.session_end import (
     Changes,
     checks_stage,
@@ -18,6 +18,7 @@ from agentrun.kernel.session_end import (
     report,
     session_ended,
     verify_recorded,
+    work_starts,
 )
 from agentrun.kernel.state import (
     FEEDBACK_TAIL,
@@ -177,6 +178,8 @@ def _apply(s: BuildState, event: ev.Event) -> Changes:
             }
         case ev.EscalationAnswered():
             return _answered(s, p)
+        case ev.PlanApproved():
+            return _plan_approved(s, p)
         case ev.ProposalOpened():
             proposal = Proposal(forge=p.forge, number=p.number, url=p.url)
             return {"proposal": proposal, "published_head": p.head}
@@ -351,6 +354,18 @@ def _answered(s: BuildState, p: ev.EscalationAnswered) -> Changes:
             changes["interruptions"] = {k: v for k, v in s.interruptions.items() if k != key}
             changes["blocked"] = {k: v for k, v in s.blocked.items() if k != key}
             changes["feedback"] = (*s.feedback, f"Answer to {esc.id} ({esc.question}): {p.answer}")
+            if esc.cause == approval.CAUSE:
+                changes.update(approval.sent_back(s, esc, p.answer))
         escalations.append(esc)
     changes["escalations"] = tuple(escalations)
     return changes
+
+
+def _plan_approved(s: BuildState, p: ev.PlanApproved) -> Changes:
+    """A person approved the plan that waited: the work starts (implement@1, or the graph)."""
+    asked = approval.waiting(s)
+    if asked is None or asked.id != p.id or s.stage != "plan-approval":
+        return {}  # `approve` refuses this; a hand-written log cannot force it
+    closed = asked.model_copy(update={"answer": "approved", "by": p.by})
+    escalations = tuple(closed if e.id == p.id else e for e in s.escalations)
+    return {"escalations": escalations, **work_starts(s, s.graph)}

@@ -1,6 +1,6 @@
 """What a person's request adds to a build's log: one meaning each, from any channel.
 
-The CLI (``git agentrun pause|resume|abort|retry|answer``) and a forge's ``/agentrun``
+The CLI (``git agentrun pause|resume|abort|retry|answer|approve``) and a forge's ``/agentrun``
 comments call the same functions; each returns the event to append, or None when the
 state already says what was asked (asking twice records nothing), and refuses in one
 line what cannot be asked of the build as it is.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from agentrun import events as ev
 from agentrun.errors import AgentrunError, EscalationError
+from agentrun.kernel import approval
 from agentrun.kernel.state import BuildState, Escalation
 
 NAME_IT = "pass --escalation ID"  # how the CLI names one of several open escalations
@@ -67,6 +68,18 @@ def answer(
         raise EscalationError("the answer is empty: say what the agent should do")
     target = _open_one(state, name_it) if escalation is None else _named(state, escalation)
     return ev.EscalationAnswered(id=target.id, answer=text.strip(), by=by)
+
+
+def approve(state: BuildState, by: str) -> ev.PlanApproved:
+    """The approval of the plan that waits for a person; refused when none waits (a build
+    parked on another question is answered, not approved)."""
+    _running(state, "approve")
+    asked = approval.waiting(state)
+    if asked is None:
+        others = ", ".join(e.id for e in state.open_escalations)
+        why = f": it waits on {others}, which `answer` replies to" if others else ""
+        raise EscalationError(f"build {state.slug} has no plan waiting for approval{why}")
+    return ev.PlanApproved(id=asked.id, by=by)
 
 
 def _open_one(state: BuildState, name_it: str) -> Escalation:

@@ -16,6 +16,7 @@ from agentrun.config import Config
 Stage = Literal[
     "plan",
     "plan-review",
+    "plan-approval",  # the approved plan waits for a person ([policy] plan_approval)
     "tasks",
     "implement",
     "code-review",
@@ -277,7 +278,8 @@ class BuildState(_Frozen):
 
     @property
     def current_round(self) -> int:
-        return self.plan_round if self.stage in ("plan", "plan-review") else self.impl_round
+        planning = self.stage in ("plan", "plan-review", "plan-approval")
+        return self.plan_round if planning else self.impl_round
 
     @property
     def state_name(self) -> str:

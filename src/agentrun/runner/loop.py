@@ -25,6 +25,7 @@ from agentrun.errors import (
 from agentrun.events import (
     ObservationRecorded,
 )
+from agentrun.kernel import approval
 from agentrun.kernel import runner as kernel_runner
 from agentrun.kernel.decide import (
     Acknowledge,
@@ -32,6 +33,7 @@ from agentrun.kernel.decide import (
     Decision,
     Integrate,
     Publish,
+    RaiseEscalation,
     Recorded,
     RunAgentVerify,
     RunCheck,
@@ -234,6 +236,11 @@ class Runner:
         if isinstance(decision, Recorded):
             if isinstance(decision, Acknowledge):
                 self._pool.wait()  # the task processes stop at their next boundary first
+            if isinstance(decision, RaiseEscalation) and decision.cause == approval.CAUSE:
+                # The question quotes the plan: an artifact, which the kernel does not read.
+                plan = build.state.plan
+                text = build.log.text(build.tip, plan)
+                decision = approval.quoting(decision, self.slug, plan, text)
             made = kernel_runner.made(build.state, decision, self.instance)
             # An acknowledgement is a fact; the rest were decided from this very state.
             build.append(made, fact=isinstance(decision, Acknowledge))

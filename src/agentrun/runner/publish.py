@@ -33,9 +33,10 @@ from agentrun.events import (
 )
 from agentrun.forge import Forge, open_forge
 from agentrun.forge.base import HostedForge, forge_kind
+from agentrun.kernel import approval
 from agentrun.kernel.draft import Draft
 from agentrun.kernel.runner import published
-from agentrun.kernel.state import BuildState, Proposal
+from agentrun.kernel.state import BuildState, Escalation, Proposal
 from agentrun.runner.build import BuildHandle
 from agentrun.runner.status_text import (
     CHECK,
@@ -43,6 +44,7 @@ from agentrun.runner.status_text import (
     QUESTION_MARK,
     TEXT_LIMIT,
     clip,
+    hosted_reply,
     render_body,
     render_hosted_body,
     render_hosted_status,
@@ -159,9 +161,12 @@ class Publisher:
                 forge.comment(
                     number,
                     secrets.scrub(
-                        f"{marker} ({esc.phase}@{esc.round}): {esc.question}\n\n"
-                        f'Reply with `git agentrun answer {state.slug} "…" '
-                        f"--escalation {esc.id}`."
+                        f"{marker} ({esc.phase}@{esc.round}): {esc.question}"
+                        + _reply(
+                            esc,
+                            f'Reply with `git agentrun answer {state.slug} "…" '
+                            f"--escalation {esc.id}`.",
+                        )
                     ),
                 )
             self._asked.add((number, esc.id))
@@ -215,8 +220,9 @@ class Publisher:
             if marker not in posted:
                 text = (
                     f"{marker}\n**Question {esc.id}** from build `{state.slug}` "
-                    f"({esc.phase}@{esc.round}):\n\n{esc.question}\n\n"
-                    f"Reply with a comment: `/agentrun answer {esc.id} <your answer>`\n"
+                    f"({esc.phase}@{esc.round}):\n\n{esc.question}"
+                    + _reply(esc, hosted_reply(esc))
+                    + "\n"
                 )
                 forge.comment(number, secrets.scrub(text))
             self._asked.add((number, esc.id))
@@ -329,3 +335,8 @@ class Publisher:
         self._noted.add(text)
         observed = ObservationRecorded(phase="publish", text=clip(secrets.scrub(text), 500))
         self.build.append([Draft(observed)])
+
+
+def _reply(esc: Escalation, how: str) -> str:
+    """The reply syntax after a posted question (the plan's question says it itself)."""
+    return "" if esc.cause == approval.CAUSE else f"\n\n{how}"

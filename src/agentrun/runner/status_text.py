@@ -8,6 +8,7 @@ the ``/agentrun answer`` syntax, usage, links) and ``render_hosted_body``.
 
 from __future__ import annotations
 
+from agentrun.kernel import approval
 from agentrun.kernel.ladder import rung_lines
 from agentrun.kernel.state import BuildState, Escalation
 from agentrun.kernel.tasks import task_phase, task_state_name
@@ -21,6 +22,7 @@ TEXT_LIMIT = 3000
 STAGES = (
     ("plan", "plan"),
     ("plan-review", "plan review"),
+    ("plan-approval", "plan approval"),
     ("implement", "implement"),
     ("code-review", "code review"),
     ("reconcile", "merge the moved base"),
@@ -48,7 +50,7 @@ def render_status(state: BuildState) -> str:
         lines += [
             "",
             f"**Question {esc.id}** ({_asked_in(esc)}): {esc.question}",
-            f'Answer with `git agentrun answer {state.slug} "…"`.',
+            local_reply(state.slug, esc),
         ]
     if state.observations:
         lines += ["", "Follow-ups:"] + [f"- {o}" for o in state.observations]
@@ -87,10 +89,12 @@ def render_hosted_status(state: BuildState, run_url: str | None = None) -> str:
         lines += ["", f"Round {state.current_round} works on:"]
         lines += [f"- {clip(' '.join(f.split()), 300)}" for f in state.feedback[:5]]
     for esc in state.open_escalations:
+        # The plan's question holds the whole plan, posted as its own comment.
+        asked = esc.question.split("\n", 1)[0] if esc.cause == approval.CAUSE else esc.question
         lines += [
             "",
-            f"**Question {esc.id}** ({_asked_in(esc)}): {clip(esc.question)}",
-            f"Reply with a comment: `/agentrun answer {esc.id} <your answer>`",
+            f"**Question {esc.id}** ({_asked_in(esc)}): {clip(asked)}",
+            hosted_reply(esc),
         ]
     if state.tasks:
         lines += ["", "**Tasks**", *_tasks_table(state)]
@@ -154,6 +158,26 @@ def _verify_table(state: BuildState) -> list[str]:
     return lines
 
 
+def hosted_reply(esc: Escalation) -> str:
+    """How a forge comment replies to ``esc``."""
+    if esc.cause == approval.CAUSE:
+        return (
+            "Reply with a comment: `/agentrun approve` to go on, or "
+            f"`/agentrun answer {esc.id} <what to change>` to send the plan back"
+        )
+    return f"Reply with a comment: `/agentrun answer {esc.id} <your answer>`"
+
+
+def local_reply(slug: str, esc: Escalation) -> str:
+    """How a person here replies to ``esc``."""
+    if esc.cause == approval.CAUSE:
+        return (
+            f"Approve with `git agentrun approve {slug}`, or send the plan back with "
+            f'`git agentrun answer {slug} "what to change"`.'
+        )
+    return f'Answer with `git agentrun answer {slug} "…"`.'
+
+
 def _asked_in(esc: Escalation) -> str:
     """Where a question was asked: ``implement@1``, with its task when a task asked."""
     where = f"{esc.phase}@{esc.round}"
@@ -197,6 +221,7 @@ def _checklist(state: BuildState) -> list[str]:
     config = state.config
     skip = {
         "plan-review": not config.pipeline.plan_review,
+        "plan-approval": not approval.gated(state),
         "code-review": not config.pipeline.code_review,
         "reconcile": state.stage != "reconcile",
         "verify": not config.verify,
