@@ -107,6 +107,7 @@ printf '%s\\n' "${{COMPREPLY[@]}}"
 def test_bash_completes_git_agentrun_through_gits_completion(tmp_path: Path) -> None:
     assert _bash("bash", "git agentrun ", tmp_path)[:3] == ["abort", "action", "agent"]
     assert _bash("bash", "git agentrun ru", tmp_path) == ["run"]
+    assert _bash("bash", "git agentrun app", tmp_path) == ["approve"]
     assert _bash("bash", "git agentrun pulls m", tmp_path) == ["merge"]
     assert set(_bash("bash", "git agentrun sweep --", tmp_path)) >= {"--remote", "--json"}
     assert _bash("bash", "git agentrun completion ", tmp_path) == ["bash", "fish", "zsh"]

@@ -172,5 +172,7 @@ def test_the_question_quotes_the_plan_and_both_replies() -> None:
     long = approval.quoting(asked(), "b-sim", "plan-r1.md", "x" * 10_000).question
     assert "x" * approval.PLAN_LIMIT in long and "x" * (approval.PLAN_LIMIT + 1) not in long
     assert "(the whole plan: `git agentrun show b-sim --artifact plan-r1.md`)" in long
+    fenced = approval.quoting(asked(), "b-sim", "plan-r1.md", "Run:\n````sh\nmake\n```\n")
+    assert "````sh\nmake\n```\n````\n\n---\n\nReply" in fenced.question  # closed
     other = RaiseEscalation("e1", "implement", 1, "stall", "why?")
     assert approval.quoting(other, "b-sim", "plan-r1.md", "plan") is other

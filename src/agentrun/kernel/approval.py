@@ -9,6 +9,7 @@ as its feedback, counted toward the plan's round limit like any round).
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Final
 
@@ -16,6 +17,7 @@ from agentrun.kernel.decisions import RaiseEscalation
 from agentrun.kernel.state import BuildState, Escalation
 
 CAUSE: Final = "plan-approval"
+_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 PLAN_LIMIT = 6000  # characters of the plan the question quotes; the rest is in its artifact
 FEEDBACK = "A person read plan round {round} and asked for changes:\n{text}"
 
@@ -61,7 +63,8 @@ def question(slug: str, round_: int, name: str | None, plan: str | None) -> str:
     else:
         body = plan.strip()
         if len(body) > PLAN_LIMIT:
-            body = f"{body[:PLAN_LIMIT]}\n\n… (the whole plan: {where})"
+            body = f"{_closed(body[:PLAN_LIMIT])}\n\n… (the whole plan: {where})"
+        body = _closed(body)
     return (
         f"Plan round {round_} waits for a person's approval before any code is written.\n\n"
         f"---\n\n{body}\n\n---\n\n"
@@ -69,6 +72,22 @@ def question(slug: str, round_: int, name: str | None, plan: str | None) -> str:
         f"the plan back for another round (locally: `git agentrun approve {slug}` or "
         f'`git agentrun answer {slug} "…"`).'
     )
+
+
+def _closed(text: str) -> str:
+    """``text`` with a code fence it leaves open closed: else the replies after the plan
+    would render as code."""
+    fence: str | None = None
+    for line in text.splitlines():
+        found = _FENCE.match(line)
+        if found is None:
+            continue
+        mark = found.group(1)
+        if fence is None:
+            fence = mark
+        elif mark[0] == fence[0] and len(mark) >= len(fence):
+            fence = None
+    return text if fence is None else f"{text}\n{fence}"
 
 
 def sent_back(s: BuildState, asked: Escalation, text: str) -> dict[str, object]:
