@@ -308,3 +308,26 @@ def remote_slugs(site: Site) -> list[str]:
     from agentrun.store.log import EventLog
 
     return EventLog(site.remote_repo()).slugs()
+
+
+# --- the human plan gate ([policy] plan_approval = "human"), on either forge ---------------
+
+PLAN = "1. Greet in `app.py`.\n2. Add a test."
+PLAN_STEPS = [{"phase": "plan", "verb": "plan", "text": PLAN}]
+PLAN_GATE = '[policy]\nplan_approval = "human"\n'
+
+
+def plan_question(bodies: list[str]) -> str:
+    """The one posted question that holds the plan, with both replies and no other."""
+    asked = "Plan round 1 waits for a person's approval before any code is written."
+    (question,) = [b for b in bodies if asked in b]
+    assert PLAN in question
+    assert "Reply `/agentrun approve` to go on, or `/agentrun answer <what to change>`" in question
+    assert question.count("/agentrun answer") == 1  # no second reply line to contradict it
+    return question
+
+
+def approvals(site: Site, slug: str) -> list[tuple[str, str]]:
+    """Who approved the build's plan: (``by``, the event's actor), per approval."""
+    found = [e for e in remote_events(site, slug) if e.type == "plan.approved"]
+    return [(e.payload.by, e.actor.login) for e in found]

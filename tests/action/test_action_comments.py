@@ -7,13 +7,17 @@ from pathlib import Path
 import pytest
 from github_flow import (
     API_REPO,
+    PLAN_GATE,
+    PLAN_STEPS,
     Site,
+    approvals,
     commented,
     comments,
     git,
     labeled,
     must,
     permissions,
+    plan_question,
     posted_comments,
     remote_events,
     remote_types,
@@ -262,4 +266,37 @@ def test_agentrun_reconcile_merges_the_moved_base_and_marks_ready_again(
     assert requested[0].base_sha == main
     assert site.api.drafted and site.api.readied  # back to draft, then ready again
     assert job.outputs()["state"] == "complete"
+    site.api.assert_accepted()
+
+
+def test_a_plan_waits_on_the_issue_until_a_writer_approves_it(site: Site) -> None:
+    site.configure(PLAN_STEPS, PLAN_GATE)
+    job = site.job("issues", labeled(7, "Fix the greeting", "Say hello.", "maintainer"))
+    must(job.run())
+    assert job.outputs()["state"] == "parked"
+    question = plan_question(posted_comments(site.api, 7))
+    assert question.startswith(f"<!-- agentrun:question {SLUG} e1 -->\n**Question e1**")
+    assert "implement.started" not in remote_types(site, SLUG)
+    site.api.assert_accepted()
+    site.api.clear()
+    permissions(site.api, {"maintainer": "write", "reader": "read"})
+
+    comments(site.api, 7, [(901, "reader", "/agentrun approve")])
+    refused = site.job("issue_comment", commented(7, 901, "…", "reader"))
+    must(refused.run())
+    assert refused.outputs()["state"] == "parked"
+    assert approvals(site, SLUG) == []
+    (reply,) = replies(site)
+    assert reply.startswith("@reader this command was not run: reader has read permission")
+
+    comments(site.api, 7, [(902, "maintainer", "Looks right.\n/agentrun approve")])
+    approved = site.job("issue_comment", commented(7, 902, "…", "maintainer"))
+    out = must(approved.run())
+
+    assert approvals(site, SLUG) == [("maintainer", "maintainer")]
+    assert approved.outputs()["state"] == "complete", out
+    assert "comment 902 by maintainer: plan approved (e1)" in out
+    assert reactions(site) == [f"{API_REPO}/issues/comments/902/reactions"]
+    types = remote_types(site, SLUG)
+    assert types.index("plan.approved") < types.index("implement.started")
     site.api.assert_accepted()

@@ -10,7 +10,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from github_flow import Site, kill_when_hung, must, remote_events, remote_slugs, remote_types
+from github_flow import (
+    PLAN_GATE,
+    PLAN_STEPS,
+    Site,
+    approvals,
+    kill_when_hung,
+    must,
+    plan_question,
+    remote_events,
+    remote_slugs,
+    remote_types,
+)
 from gitlab_flow import (
     DEVELOPER,
     REPORTER,
@@ -268,3 +279,35 @@ def test_a_bad_payload_is_one_line_and_exit_1(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and said in lines[0], done.stderr
     assert remote_slugs(site) == []
+
+
+def test_a_plan_waits_on_the_issue_until_a_developer_approves_it(
+    site: Site, api: GitLabAPI
+) -> None:
+    site.configure(PLAN_STEPS, PLAN_GATE)
+    issue = api.add_issue("Fix the greeting", "Say hello.", "maintainer", ("agentrun",))
+    first = pipeline(site, api, issue_event(issue, "maintainer"))
+    must(first.run("--forge", "gitlab"))
+    assert first.outputs()["state"] == "parked"
+    plan_question(notes(api, "issues", issue))
+    assert not api.mrs
+
+    # A Reporter's approval, whose payload claims a Developer wrote it, is refused.
+    note = api.add_note("issues", issue, "reporter", "/agentrun approve")
+    forged = pipeline(site, api, note_event(issue, "maintainer", note["body"]))
+    must(forged.run())
+    assert forged.outputs()["state"] == "parked"
+    assert approvals(site, SLUG) == []
+    refusal = [n for n in notes(api, "issues", issue) if n.startswith("@reporter")]
+    assert refusal and "permission" in refusal[0], notes(api, "issues", issue)
+
+    api.add_note("issues", issue, "maintainer", "/agentrun approve")
+    second = pipeline(site, api, note_event(issue, "maintainer", "…"))
+    must(second.run())
+
+    assert approvals(site, SLUG) == [("maintainer", "maintainer")]
+    assert second.outputs()["state"] == "complete", second.output.read_text()
+    [mr] = api.mrs.values()
+    assert mr["source_branch"] == BRANCH
+    accepted = api.find("POST", f"/api/v4/projects/.+/issues/{issue}/notes/.+/award_emoji")
+    assert [r.body["name"] for r in accepted] == ["thumbsup"]

@@ -490,6 +490,11 @@ def test_an_unknown_build(here: Path, repo: pygit2.Repository, args: list[str]) 
             "Input should be a valid integer, unable to parse string as an integer",
         ),
         (
+            '[policy]\nplan_approval = "people"\n',
+            "policy.plan_approval",
+            "Input should be 'agent' or 'human'",
+        ),
+        (
             '[[verify]]\nname = "t"\ncommand = "true"\npaths = "src/**"\n',
             "verify.0.paths",
             'expects an array of strings, not a string: write paths = ["src/**"]',
