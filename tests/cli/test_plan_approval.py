@@ -7,6 +7,7 @@ waiting, or on an unknown build, exits 1 with one line.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -118,3 +119,26 @@ def test_an_answer_sends_the_plan_back_for_round_2(
         "A person read plan round 1 and asked for changes:\nName the module greeting.py",
     )
     assert "implement.started" not in types(repo, slug)
+
+
+def test_sweep_reports_the_waiting_plan_then_runs_the_approved_one(
+    repo_path: Path, repo: pygit2.Repository
+) -> None:
+    slug, _ = parked_on_the_plan(repo_path)
+    waiting = json.loads(ok(run_cli(repo_path, "sweep", "--json")))
+    assert waiting["builds"] == [
+        {
+            "slug": slug,
+            "action": "skipped",
+            "reason": "waits for plan approval (e1)",
+            "state": "parked",
+        }
+    ]
+    ok(run_cli(repo_path, "approve", slug))
+
+    swept = json.loads(ok(run_cli(repo_path, "sweep", "--json", timeout=120)))
+
+    assert [(b["action"], b["reason"], b["state"]) for b in swept["builds"]] == [
+        ("resumed", "its questions were answered", "complete")
+    ]
+    assert "implement.started" in types(repo, slug)
