@@ -14,6 +14,10 @@ from pathlib import Path
 import pygit2
 from runner.helpers import configure, only_slug, payloads, run_cli, tip, types
 
+from agentrun.runner.status_text import render_hosted_status
+from agentrun.store.cache import StateCache, load_state
+from agentrun.store.log import EventLog
+
 GOAL = "Add the app module"
 PLAN = "1. Add src/app.py with VALUE = 1.\n2. Nothing else."
 STEPS = [
@@ -57,6 +61,15 @@ def test_run_parks_on_the_plan_approve_then_resume_completes(
         "state:    parked at plan-approval@1, waiting for plan approval (e1): "
         f"git agentrun approve {slug}\n"
     ) in shown
+
+    hosted = render_hosted_status(load_state(EventLog(repo), StateCache(repo), slug)[1])
+    assert "- [x] plan review\n- [ ] plan approval ← now (round 1)\n- [ ] implement" in hosted
+    assert (
+        "**Question e1** (plan@1): Plan round 1 waits for a person's approval before any code "
+        "is written.\nReply with a comment: `/agentrun approve` to go on, or "
+        "`/agentrun answer e1 <what to change>` to send the plan back\n"
+    ) in hosted
+    assert PLAN not in hosted  # the plan is in the question's own comment
 
     approved = run_cli(repo_path, "approve", slug)
 
