@@ -9,12 +9,14 @@ import json
 import pytest
 from scenario import ALICE, Act, Build
 
+from agentrun.agent.context import render_context
 from agentrun.config import Config, Pipeline, Policy
 from agentrun.errors import EscalationError
 from agentrun.events import PlanApproved
 from agentrun.kernel import approval, requests
 from agentrun.kernel.decide import RaiseEscalation, RunPhase, Wait
 from agentrun.kernel.requests import NotRunningError
+from agentrun.kernel.verbs import AgentEnv
 
 GATED = Config(policy=Policy(plan_approval="human", max_review_rounds=2))
 GATED_NO_REVIEW = GATED.model_copy(update={"pipeline": Pipeline(plan_review=False)})
@@ -176,3 +178,25 @@ def test_the_question_quotes_the_plan_and_both_replies() -> None:
     assert "````sh\nmake\n```\n````\n\n---\n\nReply" in fenced.question  # closed
     other = RaiseEscalation("e1", "implement", 1, "stall", "why?")
     assert approval.quoting(other, "b-sim", "plan-r1.md", "plan") is other
+
+
+def test_later_prompts_are_the_same_as_without_the_gate() -> None:
+    """The approved question holds the whole plan: it is not repeated in later prompts."""
+    env = AgentEnv("b-sim", "implement", 1, "s-0003")
+    plain = Build(Config(policy=Policy(max_review_rounds=2))).steps("ok", "ok")
+    gated = approve(Build(GATED).steps("ok", "ok", "ok"))
+    assert gated.decide() == plain.decide() == implement()
+
+    text = render_context(gated.state, env, "1. Add src/app.py.")
+
+    assert text == render_context(plain.state, env, "1. Add src/app.py.")
+    assert "## Approved plan" in text and "Answers from people" not in text
+
+
+def test_the_plan_sent_back_is_shown_as_the_plan_with_the_change_asked() -> None:
+    b = Build(GATED).steps("ok", "ok", "ok").answer(CHANGE)
+    text = render_context(b.state, AgentEnv("b-sim", "plan", 2, "s-0004"), "1. Add src/app.py.")
+    assert "## Plan\n\n1. Add src/app.py." in text and "Approved plan" not in text
+    asked = f"- A person read plan round 1 and asked for changes:\n{CHANGE}"
+    assert f"## Feedback for this round\n\n{asked}" in text
+    assert "Answers from people" not in text  # the change is the feedback, once
