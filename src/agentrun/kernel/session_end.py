@@ -55,11 +55,11 @@ def session_ended(s: BuildState, p: ev.SessionEnded) -> Changes:
         elif s.config.pipeline.plan_review:
             changes["stage"] = "plan-review"
         else:
-            changes.update(_plan_approved(s, report.tasks))
+            changes.update(_plan_passed(s, report.tasks))
     elif isinstance(report, ev.PlanReviewVerdict):
         changes["in_flight"] = None
         if report.verdict == "approve":
-            changes.update(_plan_approved(s, s.graph))
+            changes.update(_plan_passed(s, s.graph))
         else:
             changes.update(stage="plan", plan_round=s.plan_round + 1, feedback=report.findings)
             changes.update(ladder.failed_round(s, "plan", None))
@@ -82,7 +82,7 @@ def session_ended(s: BuildState, p: ev.SessionEnded) -> Changes:
     return changes
 
 
-def _plan_approved(s: BuildState, graph: tuple[ev.TaskSpec, ...]) -> Changes:
+def _plan_passed(s: BuildState, graph: tuple[ev.TaskSpec, ...]) -> Changes:
     """The plan passed its review (or was submitted, without plan review): a person
     approves it too when ``[policy] plan_approval = "human"``, else the work starts."""
     if approval.gated(s):
