@@ -84,11 +84,23 @@ def test_an_ordinary_push_starts_no_python(clone: Clone) -> None:
     clone.commit({"b.txt": "b\n"}, "a new branch")
     assert clone.push("origin", "feature", env=env).returncode == 0
     assert clone.push("origin", ":feature", env=env).returncode == 0  # a deletion
+    # A force push over a tip this clone never saw (someone else's push).
+    other = clone.path.parent / "someone"
+    git(clone.path.parent, "clone", "-q", clone.url, str(other))
+    git(other, "commit", "-q", "--allow-empty", "-m", "someone else's")
+    git(other, "push", "-q", "--no-verify", "origin", "main")
+    assert clone.push("--force", "origin", "main", env=env).returncode == 0
     assert remote_builds(clone) == {}
 
     goal_commit(clone, "add a greeting")
     done = clone.push("origin", "feature", env=env)
     assert done.returncode == 1  # the trailer is what brought git-agentrun in
+    assert "brings an Agentrun-Goal trailer" in done.stderr
+    # Over a remote tip this clone lacks, the trailer is still found.
+    git(other, "commit", "-q", "--allow-empty", "-m", "someone else's again")
+    git(other, "push", "-q", "--no-verify", "origin", "main")
+    done = clone.push("--force", "origin", "feature:main", env=env)
+    assert done.returncode == 1
     assert "brings an Agentrun-Goal trailer" in done.stderr
 
 

@@ -80,6 +80,7 @@ def goals_in(
     from agentrun.store.transport import run_git
 
     argv = [f"--git-dir={git_dir}", "log", "--no-merges", "--reverse", "--ignore-missing"]
+    argv += ["--no-show-signature"]
     argv += [FORMAT, *tips, "--not", *hide, "--"]
     done = run_git(argv, git_dir, environ)
     if done is None or done.returncode != 0:
