@@ -57,6 +57,21 @@ def test_a_pushed_goal_becomes_a_build_and_a_pull_request_once(site: Site) -> No
     site.api.assert_accepted()
 
 
+def test_the_job_runs_the_build_the_hook_recorded_and_starts_no_other(site: Site) -> None:
+    git(site.seed, "agentrun", "hook", "install")
+    before, after = goal_pushed(site, "Add a greeting")  # through the hook
+    (slug,) = remote_slugs(site)
+    assert remote_types(site, slug) == ["build.created"]
+
+    job = site.job("push", pushed(before, after))
+    out = must(job.run())
+
+    assert f"build {slug} exists for the goal of commit {after[:10]}" in out
+    assert remote_slugs(site) == [slug]
+    assert job.outputs()["state"] == "complete"
+    assert "proposal.opened" in remote_types(site, slug)
+
+
 def test_a_new_branch_brings_only_its_own_commits(site: Site) -> None:
     goal_pushed(site, "Already on main")  # a goal nobody ran (no hook, no job)
     git(site.seed, "checkout", "-q", "-b", "feature")

@@ -238,14 +238,20 @@ def start_goals(
                 continue
             known.add(slug)
             started.slugs.append(slug)
-            started.lines.append(goal.line(_how(config, slug)))
+            started.lines.append(goal.line(_how(repo, config, slug)))
     return started
 
 
-def _how(config: Config, slug: str) -> str:
+def _how(repo: pygit2.Repository, config: Config, slug: str) -> str:
     """How the build a push started runs: the forge's CI job for the push, or by hand."""
+    from agentrun.forge.base import origin_on_github, origin_on_gitlab
+
     here = f"`git agentrun resume {slug}` runs it here"
-    if config.forge.kind in ("github", "gitlab"):
+    kind = config.forge.kind
+    hosted = kind != "local" and (
+        kind != "auto" or origin_on_github(repo) or origin_on_gitlab(repo)
+    )
+    if hosted:
         return f"the CI job of this push runs it (agentrun's push job), or {here}"
     return f"{here}, or `git agentrun sweep` anywhere the log reaches"
 

@@ -352,6 +352,7 @@ class HostedJob:
             return self.say(f"not run here: {exc}" + (f" (held by {holder})" if holder else ""))
         self.result.show(outcome.state)
         if outcome.said:
+            self.result.state = "waiting"  # a gate before its first run (a push's base)
             return self.say(outcome.said)
         if outcome.waiting == "tasks":
             self.result.tasks = runner.ready
