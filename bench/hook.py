@@ -8,7 +8,10 @@ Two pushes to a bare remote on ``file://``, each timed with the installed hook a
 - an ordinary branch of one commit: the shell shim sees no build branch and lets it
   through without starting Python (target: under 200 ms added);
 - a build branch of 20 commits: git-agentrun starts, checks every commit (protected
-  paths, secrets), and pushes the build's log and the notes along.
+  paths, secrets), and pushes the build's log and the notes along;
+- a branch whose one commit carries an ``Agentrun-Goal`` trailer: git-agentrun starts,
+  records the goal's build (its log deleted here between runs, so each run creates it)
+  and pushes the log along.
 """
 
 from __future__ import annotations
@@ -30,8 +33,18 @@ from agentrun.kernel.draft import Draft
 from agentrun.store.log import EventLog
 
 SLUG = "b-bench"
+GOAL = "Agentrun-Goal: add a greeting to the README"
 COMMITS = 20
-CONFIG = '[protect]\npaths = ["tests/acceptance/**", ".github/workflows/**"]\n'
+CONFIG = """[protect]
+paths = ["tests/acceptance/**", ".github/workflows/**"]
+
+[roles]
+default = ["scripted"]
+
+[runtimes.scripted]
+kind = "script"
+script = "agent-script.toml"
+"""
 TARGET_MS = 200.0
 
 
@@ -65,6 +78,8 @@ def setup(root: Path, env: dict[str, str]) -> tuple[Path, Path]:
 
     git(clone, "checkout", "-q", "-b", "feature", env=env)
     commit(clone, "src/feature.py", "FEATURE = True\n", env)
+    git(clone, "checkout", "-q", "-b", "goal", "main", env=env)
+    git(clone, "commit", "-q", "--allow-empty", "-m", f"ask for a greeting\n\n{GOAL}", env=env)
     git(clone, "checkout", "-q", "main", env=env)
 
     repo = pygit2.Repository(str(clone))
@@ -96,14 +111,22 @@ def timed_push(clone: Path, args: list[str], env: dict[str, str]) -> float:
 
 
 def compare(
-    clone: Path, remote: Path, branch: str, refs: list[str], reps: int, env: dict[str, str]
+    clone: Path,
+    remote: Path,
+    branch: str,
+    refs: list[str],
+    reps: int,
+    env: dict[str, str],
+    made_here: tuple[str, ...] = (),
 ) -> tuple[float, float]:
-    """Median seconds of the push with the hook and without, taken in turns."""
+    """Median seconds of the push with the hook and without, taken in turns; the refs
+    ``made_here`` are deleted from the clone too before each hooked push."""
     hooked, plain = [], []
     for _ in range(reps):
         reset_remote(remote, refs, env)
         plain.append(timed_push(clone, ["--no-verify", "origin", branch], env))
         reset_remote(remote, refs, env)
+        reset_remote(clone, list(made_here), env)
         hooked.append(timed_push(clone, ["origin", branch], env))
     missing = [ref for ref in refs if not git(remote, "for-each-ref", ref, env=env)]
     if missing:
@@ -129,12 +152,17 @@ def main() -> None:
             "refs/notes/agentrun",
         ]
         build = compare(clone, remote, f"agentrun/{SLUG}", build_refs, reps, env)
+        goal_log = goal_ref(clone, env)
+        # The build's log, and the tracking ref the plain push moved (the commit is new).
+        goal_local = (goal_log, "refs/remotes/origin/goal")
+        goal = compare(clone, remote, "goal", ["refs/heads/goal", goal_log], reps, env, goal_local)
 
     print(f"hook: median wall ms of {reps} pushes each, bare remote on file://")
     print(f"{'push':<44} {'hooked':>8} {'plain':>8} {'added':>8}")
     rows = [
         ("ordinary branch, 1 commit", ordinary),
         (f"build branch, {COMMITS} commits (+ log and notes)", build),
+        ("branch with a goal, 1 commit (+ its log)", goal),
     ]
     for name, (hooked, plain) in rows:
         added = (hooked - plain) * 1e3
@@ -144,6 +172,15 @@ def main() -> None:
     print(f"ordinary branch: {added_ms:.1f} ms added (target < {TARGET_MS:.0f} ms: {verdict})")
     print(f"ratio ordinary branch hooked/plain: {ordinary[0] / ordinary[1]:.2f}")
     print(f"ratio build branch hooked/plain: {build[0] / build[1]:.2f}")
+    print(f"ratio goal branch hooked/plain: {goal[0] / goal[1]:.2f}")
+
+
+def goal_ref(clone: Path, env: dict[str, str]) -> str:
+    """The log ref of the goal's build: its slug is the goal's key (``hook.goals``)."""
+    from agentrun.hook.goals import Goal
+
+    sha = git(clone, "rev-parse", "goal", env=env)
+    return f"refs/agentrun/builds/{Goal(sha, GOAL.partition(': ')[2], 'goal').slug}"
 
 
 if __name__ == "__main__":

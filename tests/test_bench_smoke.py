@@ -29,7 +29,11 @@ RATIO_LINES = {
     "notes.py": ["ratio concurrent/one-writer:", "round 1: present 10/10 (0% lost)"],
     "install.py": ["ratio install+demo after/before:", "ratio site-packages after/before:"],
     "isolation.py": ["ratio namespace/none (sh agent):", "ratio user/none (python agent):"],
-    "hook.py": ["ratio ordinary branch hooked/plain:", "ratio build branch hooked/plain:"],
+    "hook.py": [
+        "ratio ordinary branch hooked/plain:",
+        "ratio build branch hooked/plain:",
+        "ratio goal branch hooked/plain:",
+    ],
     "runtimes.py": ["ratio start-overhead/server:", "ratio end-overhead/server:"],
     "secrets.py": ["recall: ", "false-positive candidates in rich", "ratio scrub new/old:"],
     "sweep.py": ["ratio sweep warm/baseline:", "ratio sweep() in-process/baseline:"],

@@ -57,6 +57,18 @@ def _in_repository(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
+def pushed(before: str, after: str, ref: str = "refs/heads/main") -> dict[str, Any]:
+    """GitHub's example push to a branch, of ``before``..``after`` to ``ref``."""
+    for entry in _examples():
+        if entry["name"] == "push":
+            for found in entry["examples"]:
+                if found["ref"].startswith("refs/heads/"):
+                    payload = _in_repository(copy.deepcopy(found))
+                    payload.update(ref=ref, before=before, after=after)
+                    return payload
+    raise LookupError("no example push to a branch")
+
+
 def labeled(
     number: int, title: str, body: str, login: str, label: str = "agentrun"
 ) -> dict[str, Any]:

@@ -155,6 +155,7 @@ def test_the_example_workflow_triggers_permissions_and_concurrency() -> None:
     assert on["pull_request"] == {"types": ["closed"]}
     assert on["schedule"][0]["cron"]
     assert "workflow_dispatch" in on
+    assert on["push"] == {"branches-ignore": ["agentrun/**"]}  # builds' pushes are no goals
     assert flow["permissions"] == {}  # nothing at the workflow level: the job says
     concurrency = flow["concurrency"]
     assert "github.event.issue.number" in concurrency["group"]
@@ -170,6 +171,7 @@ def test_the_example_workflow_triggers_permissions_and_concurrency() -> None:
     }
     assert "github.event.label.name == 'agentrun'" in job["if"]
     assert "contains(github.event.comment.body, '/agentrun')" in job["if"]
+    assert "contains(join(github.event.commits.*.message, ' '), 'Agentrun-Goal:')" in job["if"]
     for event in ("pull_request", "pull_request_review"):
         assert (
             f"(github.event_name != '{event}' || "

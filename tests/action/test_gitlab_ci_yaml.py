@@ -53,6 +53,9 @@ def test_the_job_runs_on_webhooks_and_schedules_one_at_a_time_with_full_history(
     rules = [rule["if"] for rule in found["rules"]]
     assert '$CI_PIPELINE_SOURCE == "trigger" && $TRIGGER_PAYLOAD' in rules
     assert '$CI_PIPELINE_SOURCE == "schedule"' in rules
+    push = '$CI_PIPELINE_SOURCE == "push" && $CI_COMMIT_BRANCH && '
+    push += "$CI_COMMIT_BRANCH !~ /^agentrun\\//"
+    assert push in rules  # goals from a push, never from a build's own branch
     assert found["variables"]["GIT_DEPTH"] == "0"
     assert found["resource_group"] == "agentrun"
     assert found["artifacts"]["reports"]["dotenv"] == found["variables"]["AGENTRUN_OUTPUT"]

@@ -247,7 +247,8 @@ def test_a_scheduled_pipeline_starts_a_labeled_issue_the_webhook_missed(
     [
         ("[1, 2]", "trigger", "is not a JSON object"),
         ("{not json", "trigger", "cannot read the webhook payload"),
-        (None, "push", "TRIGGER_PAYLOAD is not set for a push pipeline"),
+        (None, "chat", "TRIGGER_PAYLOAD is not set for a chat pipeline"),
+        (None, "push", "the push payload names no ref that was pushed"),  # no CI_COMMIT_*
         (
             json.dumps({"object_kind": "note", "object_attributes": {"noteable_type": "Issue"}}),
             "trigger",

@@ -274,7 +274,7 @@ def test_agentrun_checks_after_the_chained_hook_passed(tmp_path: Path) -> None:
     done = clone.push("origin", "agentrun/b-1", env={**cli_env(), "PATH": SYSTEM_PATH})
 
     assert done.returncode == 1
-    assert "agentrun: this push updates a build branch and the pre-push hook needs" in done.stderr
+    assert "agentrun: this push updates a build branch or brings an Agentrun-Goal" in done.stderr
     assert (tmp_path / "runs").read_text() == "run\n"  # the chained hook ran, first
     assert "refs/heads/agentrun/b-1" in (tmp_path / "stdin").read_text()
 

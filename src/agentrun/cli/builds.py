@@ -16,7 +16,7 @@ from agentrun.cli.options import (
     runner_options,
     slug_argument,
 )
-from agentrun.errors import EXIT_USER, exit_for_state
+from agentrun.errors import EXIT_USER, EXIT_WAITING, exit_for_state
 
 if TYPE_CHECKING:
     from agentrun.runner.loop import Outcome
@@ -96,8 +96,12 @@ def finish(outcome: Outcome) -> NoReturn:
     """Say how the run ended, and exit with the code of the build's state."""
     from agentrun.cli.render import outcome_lines
     from agentrun.commands.inspect import state_word
+    from agentrun.runner.loop import BASE_UNPUSHED
 
     state = outcome.state
+    if outcome.waiting == BASE_UNPUSHED:
+        click.echo(outcome.said)  # nothing ran: a gate (the push of its base) waits
+        raise click.exceptions.Exit(EXIT_WAITING)
     word = state_word(state, None)  # this command's runner has ended
     for line in outcome_lines(state, word):
         click.echo(line)

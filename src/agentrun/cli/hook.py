@@ -12,7 +12,8 @@ from agentrun.errors import EXIT_USER
 
 @click.group()
 def hook() -> None:
-    """The pre-push hook: guards for build branches, and their logs pushed along."""
+    """The pre-push hook: guards for build branches, builds for pushed Agentrun-Goal
+    trailers, and their logs pushed along."""
 
 
 @hook.command("install")
@@ -21,7 +22,8 @@ def hook_install() -> None:
 
     A pre-push hook already there (git-lfs's, say) is chained: it runs first, with the
     same arguments and input, and its refusal stops the push. Where git-agentrun is not
-    on PATH, the hook refuses pushes of build branches unless AGENTRUN_HOOK_OPTIONAL=1.
+    on PATH, the hook refuses pushes of build branches and of commits with an
+    Agentrun-Goal trailer unless AGENTRUN_HOOK_OPTIONAL=1.
     """
     from pathlib import Path
 

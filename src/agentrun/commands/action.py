@@ -10,7 +10,9 @@ This module only reads GitHub's payload; what the job does is forge-neutral
   ``forge.cursor``: GitHub keeps only the newest pending job of a concurrency group and
   cancels the others;
 - ``pull_request.closed`` on a build's pull request (merged or not) archives the build;
-  ``schedule`` / ``workflow_dispatch`` sweep.
+  ``schedule`` / ``workflow_dispatch`` sweep;
+- ``push`` to a branch other than a build's starts a build per ``Agentrun-Goal`` trailer
+  of the commits it gained (``before``..``after``), unless the hook did, and runs them.
 
 ``$GITHUB_OUTPUT`` gets ``slug``, ``pr-url``, ``state`` and ``tasks`` however the job ends
 (``hosted.result.outputs_written``), so a workflow can report a failed job's build. A
@@ -26,7 +28,7 @@ from typing import Any
 
 from agentrun.errors import AgentrunError
 from agentrun.forge.base import BRANCH_PREFIX
-from agentrun.hosted.job import Handler, HostedJob
+from agentrun.hosted.job import Handler, HostedJob, pushed
 from agentrun.hosted.result import JobResult
 from agentrun.hosted.site import Site, payload_at
 
@@ -139,6 +141,7 @@ HANDLERS: dict[str, Handler] = {
     "issue_comment": commented,
     "pull_request_review": reviewed,
     "pull_request": closed,
+    "push": pushed,
     "schedule": lambda job, payload: job.sweep(),
     "workflow_dispatch": lambda job, payload: job.sweep(),
 }

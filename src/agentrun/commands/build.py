@@ -201,16 +201,18 @@ def new_build(
     issue: str | None = None,
     requested_by: str | None = None,
     allow_empty: bool = False,
+    attempts: int = 1000,
 ) -> str:
     """Create a build (its ``build.created``, by ``login``, from ``base``: the branch and
     its commit) under the first free slug of ``stem``, ``stem-2``, …, its branch
-    ``agentrun/SLUG``; the slug is returned.
+    ``agentrun/SLUG``; the slug is returned. ``attempts=1``: ``stem`` or nothing (a
+    push's goal, whose slug is its key).
 
     A slug is free when no build, archived build or branch has it; of two processes
     taking one at once, the one that loses the compare-and-swap takes the next."""
     log = EventLog(repo)
     taken = set(log.slugs()) | set(archived(repo))
-    for n in range(1, 1000):
+    for n in range(1, attempts + 1):
         slug = stem if n == 1 else f"{stem}-{n}"
         branch = f"{BRANCH_PREFIX}{slug}"
         if slug in taken or f"refs/heads/{branch}" in repo.references:

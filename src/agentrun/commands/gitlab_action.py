@@ -13,6 +13,9 @@ holding the trigger token can post any body, so the payload only says where to l
   feedback) or, merged or closed, archives it. Steering reads every note and review
   since the build's cursor through the API: who wrote a note, and what, is never taken
   from the payload;
+- a push pipeline (``CI_PIPELINE_SOURCE=push``: ``CI_COMMIT_BEFORE_SHA``,
+  ``CI_COMMIT_SHA``, ``CI_COMMIT_BRANCH``) starts a build per ``Agentrun-Goal`` trailer
+  of the commits the branch gained, unless the hook did, and runs them;
 - a scheduled pipeline (``CI_PIPELINE_SOURCE=schedule``) starts the labeled issues that
   have no build yet, archives builds whose merge request closed, steers every open
   build, then sweeps.
@@ -30,7 +33,7 @@ from typing import Any
 from agentrun.errors import AgentrunError
 from agentrun.forge.base import BRANCH_PREFIX, Access
 from agentrun.forge.gitlab_site import proposal_number, split
-from agentrun.hosted.job import Handler, HostedJob
+from agentrun.hosted.job import Handler, HostedJob, pushed
 from agentrun.hosted.result import JobResult
 from agentrun.hosted.site import Site, payload_at
 
@@ -61,7 +64,9 @@ class GitLabEvent:
         source = environ.get("CI_PIPELINE_SOURCE", "")
         payload: dict[str, Any] = {}
         path = environ.get("TRIGGER_PAYLOAD")
-        if path:
+        if source == "push" and not path:
+            payload = _push(environ)
+        elif path:
             payload = payload_at(path, "webhook payload")
         elif source not in SWEEPS:
             raise AgentrunError(
@@ -141,6 +146,18 @@ def sweep(job: HostedJob) -> JobResult:
     return job.sweep()
 
 
+def _push(environ: Mapping[str, str]) -> dict[str, Any]:
+    """A push pipeline's commits, as GitLab CI gives them (a push webhook's fields)."""
+    branch, tag = environ.get("CI_COMMIT_BRANCH", ""), environ.get("CI_COMMIT_TAG", "")
+    ref = f"refs/heads/{branch}" if branch else f"refs/tags/{tag}" if tag else ""
+    return {
+        "object_kind": "push",
+        "ref": ref,
+        "before": environ.get("CI_COMMIT_BEFORE_SHA", ""),
+        "after": environ.get("CI_COMMIT_SHA", ""),
+    }
+
+
 def _iid_of(number: int) -> int:
     """The iid a merge request's forge number stands for (``gitlab_site``)."""
     return split(number)[1]
@@ -164,6 +181,7 @@ HANDLERS: dict[str, Handler] = {
     "issue": issue_changed,
     "note": noted,
     "merge_request": merge_request_changed,
+    "push": pushed,
     "sweep": lambda job, payload: sweep(job),
 }
 EVENT = GitLabEvent

@@ -135,7 +135,7 @@ def _one(
         why = "its questions were answered"
     else:
         why = "it has work waiting"
-    from agentrun.runner.loop import Runner  # the runner's imports only when one runs
+    from agentrun.runner.loop import BASE_UNPUSHED, Runner  # imported only when one runs
 
     remote = where.name if where is not None else ""
     try:
@@ -143,6 +143,8 @@ def _one(
     except AgentrunError as exc:
         return _skipped(state, str(exc), _live_holder(repo, state.slug, where))
     after = outcome.state
+    if outcome.waiting == BASE_UNPUSHED:
+        return Swept(after.slug, "skipped", outcome.said, "waiting", after.phase_label)
     if outcome.waiting == TIME_LIMIT:
         why += "; stopped at the time limit"
     # Our runner has ended: a build still running in its log is stopped.

@@ -1,13 +1,14 @@
 """The pre-push hook's work (DESIGN §2, §9): guard the commits going to build branches,
-then push those builds' logs and the notes along.
+start the builds that pushed ``Agentrun-Goal`` trailers ask for (``hook.goals``), then
+push those builds' logs and the notes along.
 
 git runs ``hooks/pre-push`` with the remote's name and URL as arguments and one line per
 ref on standard input: ``<local ref> <local sha> <remote ref> <remote sha>``. Under the
 pre-commit framework the same facts come as ``PRE_COMMIT_*`` variables, for one ref.
 
-Only refs that are build branches (``refs/heads/agentrun/<slug>``, on either side) are
-looked at; everything else passes untouched. Heavy modules are imported only once a
-build branch is in the push.
+Refs that are build branches (``refs/heads/agentrun/<slug>``, on either side) are
+guarded; the commits other branches bring are read for goals. Heavy modules are
+imported only once the push has one or the other.
 """
 
 from __future__ import annotations
@@ -89,6 +90,10 @@ def parse_updates(text: str) -> tuple[Update, ...]:
     return tuple(updates)
 
 
+def is_sha(text: str) -> bool:
+    return bool(_SHA.match(text))
+
+
 def read_push(
     remote: str | None, url: str | None, stdin: TextIO, environ: Mapping[str, str]
 ) -> Push:
@@ -131,26 +136,50 @@ def _precommit_push(environ: Mapping[str, str]) -> Push:
 
 
 def pre_push(push: Push, cwd: Path, environ: Mapping[str, str]) -> Result:
-    """Refuse build-branch commits that break the guards; else push the builds' state."""
+    """Refuse build-branch commits that break the guards; else start the builds that
+    pushed ``Agentrun-Goal`` trailers ask for, and push the builds' state."""
     builds = [u for u in push.updates if u.build is not None and not u.deleted]
-    if not builds:
+    heads = [u for u in push.updates if not u.deleted and carries_goals(u.remote_ref)]
+    if not builds and not heads:
         return Result()  # a deleted build branch leaves its log alone: nothing to check
+    repo = _open(cwd, environ)
+    remote_refs = _ls_remote(push.remote, cwd, environ, Path(repo.path))
+    result = _guard_builds(repo, push.remote, builds, remote_refs, environ)
+    if result.refused:
+        return result
+    slugs = dict.fromkeys(u.build for u in builds if u.build is not None)
+    started = start_goals(repo, push.remote, heads, remote_refs, environ)
+    slugs.update(dict.fromkeys(started.slugs))
+    result.lines += push_state(repo, push.remote, list(slugs), remote_refs, cwd, environ)
+    result.lines += started.lines
+    return result
+
+
+def _guard_builds(
+    repo: pygit2.Repository,
+    remote: str,
+    builds: Sequence[Update],
+    remote_refs: Mapping[str, str] | None,
+    environ: Mapping[str, str],
+) -> Result:
+    """The guards' findings in the commits going to build branches (refused if any), by
+    the working tree's config and the builds' own snapshots."""
     from agentrun import secrets
     from agentrun.hook.builds import snapshot_rules
     from agentrun.hook.guards import Rules
 
-    repo = _open(cwd, environ)
+    if not builds:
+        return Result()  # goals only: each build reads its own commit's config
     config = _config(repo)
     # Loaded as the runner loads them: whatever this process writes is scrubbed of them.
     secrets.remember_config(config, environ)
     rules = Rules.of(config, environ)
-    remote_refs = _ls_remote(push.remote, cwd, environ, Path(repo.path))
     result, seen = Result(), set[str]()
     for update in builds:
         # The build's own snapshot too: a config edited on the build branch (and checked
         # out) cannot loosen the rules the build was started under.
         own = snapshot_rules(repo, update.build, environ) if update.build else None
-        found = _guard(repo, push.remote, update, remote_refs, rules | own if own else rules, seen)
+        found = _guard(repo, remote, update, remote_refs, rules | own if own else rules, seen)
         if found:
             branch = update.remote_ref.removeprefix("refs/heads/")
             result.lines += [f"agentrun: push refused: commits going to {branch} break a guard"]
@@ -161,10 +190,76 @@ def pre_push(push: Push, cwd: Path, environ: Mapping[str, str]) -> Result:
             "agentrun: fix those commits (e.g. `git rebase -i`) and push again; "
             "`git push --no-verify` skips this hook"
         )
-        return result
-    slugs = dict.fromkeys(u.build for u in builds if u.build is not None)
-    result.lines += push_state(repo, push.remote, list(slugs), remote_refs, cwd, environ)
     return result
+
+
+@dataclass
+class Started:
+    """The builds a push's goals name (new or not yet on the remote), and what to say."""
+
+    slugs: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+
+
+def start_goals(
+    repo: pygit2.Repository,
+    remote: str,
+    heads: Sequence[Update],
+    remote_refs: Mapping[str, str] | None,
+    environ: Mapping[str, str],
+) -> Started:
+    """Create a build for each goal of the commits these updates bring (once per
+    commit and goal); no agent runs here. A goal whose build exists here but not on the
+    remote (a push that was refused) has its log pushed again."""
+    from agentrun.gitrepo import user_login
+    from agentrun.hook.goals import config_at, create, goals_in, taken
+    from agentrun.store.log import build_ref
+
+    started = Started()
+    known = taken(repo, remote_refs)
+    for update in heads:
+        hide = [update.remote_sha] if not _zero(update.remote_sha) else []
+        tip = update.local_sha or update.local_ref
+        branch = update.remote_ref.removeprefix("refs/heads/")
+        hide += [f"--remotes={remote}"] if remote else []
+        for goal in goals_in(Path(repo.path), branch, [tip], hide, environ):
+            slug = goal.slug
+            if slug in known:
+                if remote_refs is not None and build_ref(slug) not in remote_refs:
+                    started.slugs.append(slug)  # ours, never pushed: it goes along now
+                continue
+            try:
+                config = config_at(repo, goal.commit)
+                if not create(repo, goal, config, user_login(repo)):
+                    continue
+            except AgentrunError as exc:
+                # The push is not the build: it goes on, and a CI job may start the goal.
+                started.lines.append(goal.not_started(str(exc)))
+                continue
+            known.add(slug)
+            started.slugs.append(slug)
+            started.lines.append(goal.line(_how(repo, config, slug)))
+    return started
+
+
+def _how(repo: pygit2.Repository, config: Config, slug: str) -> str:
+    """How the build a push started runs: the forge's CI job for the push, or by hand."""
+    from agentrun.forge.base import origin_on_github, origin_on_gitlab
+
+    here = f"`git agentrun resume {slug}` runs it here"
+    kind = config.forge.kind
+    hosted = kind != "local" and (
+        kind != "auto" or origin_on_github(repo) or origin_on_gitlab(repo)
+    )
+    if hosted:
+        return f"the CI job of this push runs it (agentrun's push job), or {here}"
+    return f"{here}, or `git agentrun sweep` anywhere the log reaches"
+
+
+def carries_goals(ref: str) -> bool:
+    """Only branches other than builds' start builds from goals (not tags, not
+    ``agentrun/*``): the shim's rule too."""
+    return ref.startswith("refs/heads/") and not ref.startswith(BUILD_BRANCHES)
 
 
 def _guard(

@@ -6,6 +6,8 @@
   ``forge.cursor`` are acted on (all of them, not only the one that started the job), and
   the build runs on.
 - ``close``: a build's proposal was merged or closed: the build is archived (§12).
+- ``pushed``: a branch was pushed: a build per ``Agentrun-Goal`` trailer of the commits
+  it gained that has none yet (``hook.goals``), and those builds run.
 - ``sweep``: the same for proposals closed meanwhile, every open build steered, then a
   sweep of the builds that have work.
 
@@ -18,7 +20,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pygit2
 
@@ -34,6 +37,9 @@ from agentrun.runner.build import Observer
 from agentrun.sanitize import sanitize
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.log import EventLog
+
+if TYPE_CHECKING:
+    from agentrun.hook.goals import Goal
 
 TITLE_LIMIT = 300
 PUSHES = 3  # tries to push what a job appended while others push too
@@ -93,6 +99,75 @@ class HostedJob:
 
                 request(self.repo, state.slug, requests.resume, login)
         return self.run(state.slug)
+
+    def pushed(self, ref: str, before: str, after: str) -> JobResult:
+        """``ref`` was pushed from ``before`` to ``after``: a build per ``Agentrun-Goal`` of
+        the commits it gained (once per commit and goal: the hook's, or another job's,
+        counts), then every one of them runs here."""
+        from agentrun.hook.goals import TRAILER, goals_in
+        from agentrun.hook.prepush import carries_goals
+
+        branch = ref.removeprefix("refs/heads/")
+        if not carries_goals(ref):
+            return self.say(f"ignored: a push to {ref} starts no build (only branches do)")
+        if set(after) == {"0"}:
+            return self.say(f"ignored: {branch} was deleted")
+        if after not in self.repo:
+            raise AgentrunError(
+                f"commit {after[:10]} of the push is not in this checkout: check out the "
+                "pushed commit with its history (`fetch-depth: 0`)"
+            )
+        self.pull()
+        hide = self._pushed_before(branch, before)
+        goals = goals_in(Path(self.repo.path), branch, [after], hide)
+        if not goals:
+            return self.say(f"no {TRAILER} trailer in the commits pushed to {branch}")
+        slugs = [self._goal_build(goal) for goal in goals]
+        for slug in dict.fromkeys(slugs):
+            if slug in self.log.slugs():
+                self.run(slug)
+        return self.result
+
+    def _pushed_before(self, branch: str, before: str) -> list[str]:
+        """What the remote had before the push: ``before``, or for a new branch (or one
+        whose old tip is gone) every other branch of the remote, fetched now."""
+        from agentrun.store.transport import Remote
+
+        if set(before) != {"0"} and before in self.repo:
+            return [before]
+        heads = f"refs/remotes/{self.remote}/"
+        Remote(self.repo, self.remote).git(
+            "fetch", "--no-tags", "--quiet", self.remote, f"+refs/heads/*:{heads}*"
+        )
+        # --exclude's pattern is relative to what --remotes lists (refs/remotes/).
+        return [f"--exclude={self.remote}/{branch}", f"--remotes={self.remote}"]
+
+    def _goal_build(self, goal: Goal) -> str:
+        """The goal's build: created here and on the remote unless it exists (the remote's
+        wins a race); its slug."""
+        from agentrun.hook.goals import config_at, create, taken
+        from agentrun.store.log import build_ref
+        from agentrun.store.transport import RefUpdate, Remote
+
+        slug = goal.slug
+        if slug in taken(self.repo):
+            self.say(f"build {slug} exists for the goal of commit {goal.commit[:10]}")
+            return slug
+        config = config_at(self.repo, goal.commit, self.site.kind)
+        secrets.remember_config(config, os.environ)
+        if not create(self.repo, goal, config, self.site.kind):
+            return slug
+        tip = self.log.tip_oid(slug)
+        done = Remote(self.repo, self.remote).push([RefUpdate(build_ref(slug), str(tip), None)])
+        if done is None or done.returncode != 0:
+            self.repo.references.delete(build_ref(slug))
+            self.pull()
+            if slug not in self.log.slugs():
+                why = (done.stderr.strip() if done else "") or "no answer"
+                raise AgentrunError(f"could not create build {slug} on {self.remote}: {why}")
+            return slug
+        self.say(goal.line("running it here").removeprefix("agentrun: "))
+        return slug
 
     def steer_issue(self, number: int, is_proposal: bool) -> JobResult:
         """A comment on issue or proposal ``number``: steer the build it belongs to."""
@@ -276,6 +351,9 @@ class HostedJob:
             self.result.show(load_state(self.log, self.cache, slug)[1], holder or "elsewhere")
             return self.say(f"not run here: {exc}" + (f" (held by {holder})" if holder else ""))
         self.result.show(outcome.state)
+        if outcome.said:
+            self.result.state = "waiting"  # a gate before its first run (a push's base)
+            return self.say(outcome.said)
         if outcome.waiting == "tasks":
             self.result.tasks = runner.ready
             return self.say(
@@ -390,6 +468,14 @@ def _open(state: BuildState) -> bool:
 
 # What a forge's adapter does with one kind of event: read its payload, call the job.
 Handler = Callable[["HostedJob", dict[str, Any]], JobResult]
+
+
+def pushed(job: HostedJob, payload: dict[str, Any]) -> JobResult:
+    """A push event (GitHub's webhook, GitLab's or its push pipeline's variables): the
+    goals of the commits the branch gained, ``before``..``after``."""
+    from agentrun.hook.goals import check_push
+
+    return job.pushed(*check_push(payload.get("ref"), payload.get("before"), payload.get("after")))
 
 
 def act(

@@ -48,7 +48,7 @@ from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import BuildState
 from agentrun.kernel.tasks import branch_of
 from agentrun.runner import setup
-from agentrun.runner.basecheck import base_moved
+from agentrun.runner.basecheck import base_moved, base_unpushed
 from agentrun.runner.build import BuildHandle, LogTamperedError, Observer, Silent
 from agentrun.runner.candidates import choose
 from agentrun.runner.checks import run_check, run_finalize_step
@@ -60,11 +60,14 @@ from agentrun.runner.tasks import TaskPool, integrate
 from agentrun.runner.workspace import Workspace
 from agentrun.store.lease import Heartbeat, Lease, acquire, lease_ttl, task_key
 
+BASE_UNPUSHED = "base-unpushed"  # a push's build whose base commit the remote lacks
+
 
 @dataclass(frozen=True)
 class Outcome:
     state: BuildState
     waiting: str
+    said: str = ""  # one line saying why, where the wait is not the state's own
 
 
 class Runner:
@@ -101,6 +104,9 @@ class Runner:
 
     def run(self, acknowledge_only: bool = False) -> Outcome:
         """Execute decisions until ``wait``; with ``acknowledge_only``, only controls."""
+        unpushed = self._base_unpushed()
+        if unpushed is not None:
+            return unpushed
         ttl = lease_ttl()
         beat_every = ttl / 4
         key = self.slug if self.task is None else task_key(self.slug, self.task)
@@ -120,6 +126,24 @@ class Runner:
                 return self._run_synced(lease, beat, acknowledge_only)
         finally:
             lease.release()
+
+    def _base_unpushed(self) -> Outcome | None:
+        """A build a push started waits, before anything is claimed or appended, until its
+        base commit is on the remote: the push may have been refused after the hook sent
+        the log (DESIGN §9). Asked once, before its first runner attaches."""
+        from agentrun.store.cache import StateCache, load_state
+        from agentrun.store.log import EventLog
+
+        if self.task is not None:
+            return None
+        try:
+            state = load_state(EventLog(self.repo), StateCache(self.repo), self.slug)[1]
+        except AgentrunError:
+            return None  # the loop says what is wrong with it
+        if state.source != "hook" or state.runner is not None:
+            return None
+        why = base_unpushed(self.repo, state, self.remote)
+        return None if why is None else Outcome(state, BASE_UNPUSHED, why)
 
     def _run_synced(self, lease: Lease, beat: Heartbeat, acknowledge_only: bool) -> Outcome:
         """The loop, then a last push and the remote lease's release, however it ended."""
