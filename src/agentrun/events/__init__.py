@@ -64,6 +64,7 @@ from agentrun.events.forge import (
     ReconcileCompleted,
     ReconcileStarted,
 )
+from agentrun.events.memory import FactState, MemoryAccepted, MemoryAdded, MemoryForgotten
 from agentrun.events.phases import (
     AgentDone,
     CodeReviewStarted,
@@ -123,6 +124,7 @@ __all__ = [
     "EscalationAnswered",
     "EscalationRaised",
     "Event",
+    "FactState",
     "FeedbackReceived",
     "FinalizeCompleted",
     "FinalizeStarted",
@@ -134,6 +136,9 @@ __all__ = [
     "ImplementStarted",
     "KernelActor",
     "LadderClimbed",
+    "MemoryAccepted",
+    "MemoryAdded",
+    "MemoryForgotten",
     "ObservationRecorded",
     "Payload",
     "PayloadModel",

@@ -20,6 +20,7 @@ import pygit2
 from agentrun import isolation, procs, secrets
 from agentrun.agent.outbox import Drainer, drain
 from agentrun.errors import GuardError, LeaseLostError, RuntimeSetupError
+from agentrun.events import CodeReviewVerdict
 from agentrun.gitrepo import common_dir
 from agentrun.kernel import sessions as record
 from agentrun.kernel.budget import FirstSession, remaining_budget, remaining_wall_seconds
@@ -279,6 +280,10 @@ class SessionRunner:
         state = self.build.state
         if not record.commits(report):
             self.build.append(record.succeeded(job, ended, report, None))
+            if isinstance(report, CodeReviewVerdict) and report.findings:
+                from agentrun.runner.memory import findings_recurred
+
+                findings_recurred(self.build)
             return
         mark = PhaseMark(
             state.slug, job.phase, job.round, ended.session, subject(report), state.task
