@@ -7,7 +7,8 @@ no machine that syncs injects the fact again.
 
 Which accepted facts a prompt carries is a fixed rule (:func:`chosen`): those whose paths
 match the build's planned or changed paths first, then the rest, each group newest first,
-up to ``[memory] max_chars`` characters of the whole block. Pure: no I/O, no clock.
+up to ``[memory] max_chars`` characters of the whole block; never those the build itself
+taught (a build's facts are for later builds). Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -22,8 +23,7 @@ from agentrun.kernel.paths import any_matches
 
 ID = re.compile(r"m-([1-9][0-9]{0,8})")
 HEADING = (
-    "\n\nWhat earlier builds of this repository learned (facts a person accepted; each "
-    "names its source):\n\n"
+    "\n\nWhat earlier builds of this repository learned (accepted facts, each with its source):\n\n"
 )
 _SPACE = re.compile(r"\s+")
 
@@ -94,9 +94,15 @@ def same_text(facts: dict[str, Fact], text: str) -> Fact | None:
     return next((f for f in facts.values() if normal(f.text) == wanted), None)
 
 
-def chosen(facts: dict[str, Fact], paths: Sequence[str], max_chars: int) -> list[Fact]:
-    """The accepted facts a prompt carries, in the order it shows them (see the module)."""
-    accepted = sorted((f for f in facts.values() if f.state == "accepted"), key=lambda f: -f.order)
+def chosen(
+    facts: dict[str, Fact], paths: Sequence[str], max_chars: int, build: str = ""
+) -> list[Fact]:
+    """The accepted facts a prompt carries, in the order it shows them (see the module);
+    none that ``build`` itself taught (it is a later build's to be told)."""
+    accepted = sorted(
+        (f for f in facts.values() if f.state == "accepted" and not (build and f.build == build)),
+        key=lambda f: -f.order,
+    )
     matching = [f for f in accepted if f.paths and paths and any_matches(f.paths, paths)]
     first = {f.id for f in matching}
     ordered = matching + [f for f in accepted if f.id not in first]
@@ -115,9 +121,9 @@ def entry(fact: Fact) -> str:
     return f"- {fact.id}, from {fact.source}{paths}: {_SPACE.sub(' ', fact.text).strip()}\n"
 
 
-def block(facts: dict[str, Fact], paths: Sequence[str], max_chars: int) -> str:
+def block(facts: dict[str, Fact], paths: Sequence[str], max_chars: int, build: str = "") -> str:
     """The prompt's memory block; "" when no accepted fact fits (or there is none)."""
-    taken = chosen(facts, paths, max_chars)
+    taken = chosen(facts, paths, max_chars, build)
     return HEADING + "".join(entry(f) for f in taken) if taken else ""
 
 

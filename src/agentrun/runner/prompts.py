@@ -92,7 +92,7 @@ def memory_block(repo: pygit2.Repository, state: BuildState) -> str:
     if not facts:
         return ""
     paths = [*state.changed_paths, *(p for task in state.tasks.values() for p in task.paths)]
-    return block(facts, paths, state.config.memory.max_chars)
+    return block(facts, paths, state.config.memory.max_chars, state.slug)
 
 
 def _offered(repo: pygit2.Repository, state: BuildState) -> str:

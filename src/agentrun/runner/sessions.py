@@ -280,10 +280,6 @@ class SessionRunner:
         state = self.build.state
         if not record.commits(report):
             self.build.append(record.succeeded(job, ended, report, None))
-            if isinstance(report, CodeReviewVerdict) and report.findings:
-                from agentrun.runner.memory import findings_recurred
-
-                findings_recurred(self.build)
             return
         mark = PhaseMark(
             state.slug, job.phase, job.round, ended.session, subject(report), state.task
@@ -310,6 +306,10 @@ class SessionRunner:
                 "report": report.type,
             },
         )
+        if isinstance(report, CodeReviewVerdict) and report.findings:
+            from agentrun.runner.memory import findings_recurred
+
+            findings_recurred(self.build)
 
     def _fail(
         self,
