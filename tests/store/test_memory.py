@@ -123,3 +123,23 @@ def test_a_secret_in_a_fact_is_scrubbed_before_it_is_written(tmp_path: Path) -> 
     assert token not in added.fact.text and "[redacted]" in added.fact.text
     history = git(Path(repo.workdir), "log", "-p", "refs/agentrun/memory")
     assert token not in history
+
+
+def test_renumbered_ids_carry_their_accepts_and_forgets(tmp_path: Path) -> None:
+    a, b = machines(tmp_path)
+    person(a, "A1")
+    sync(a, "origin")
+    agent = HumanActor(login="agent")
+    facts.add(b, "B1", "agent", accepted=False, actor=agent)  # m-1 here, m-2 after sync
+    facts.add(b, "B2", "agent", accepted=False, actor=agent)  # m-2 here, m-3 after sync
+    facts.accept(b, "m-2", "bob")  # B2
+    facts.forget(b, "m-1", "bob")  # B1
+
+    sync(b, "origin")
+
+    found = store.read(b).facts
+    assert {f.id: (f.text, f.state) for f in found.values()} == {
+        "m-1": ("A1", "accepted"),
+        "m-2": ("B1", "forgotten"),
+        "m-3": ("B2", "accepted"),
+    }

@@ -85,22 +85,28 @@ def reparent(log: EventLog, slug: str, ours: str, theirs: str, base: str) -> tup
     remote events they now follow, the new tip).
     """
     repo = log.repo
-    remote = memory.fold(stored.event for stored in log.walk(theirs))
-    parent, seq = theirs, log.event_at(theirs).seq
+    joined = [stored.event for stored in log.walk(theirs)]
+    parent, seq = theirs, joined[-1].seq
     renamed: dict[str, str] = {}
     mine = list(log.walk(ours, stop=base or None))
     for stored in mine:
-        event = _renumbered(stored.event, remote, renamed)
+        # Against the remote's facts and the local ones already moved: no id is used twice.
+        event = _renumbered(stored.event, memory.fold(joined), renamed)
         if event is None:
             continue
         seq += 1
+        event = event.model_copy(update={"seq": seq})
         commit = commit_at(repo, stored.oid)
-        message = encode(event.model_copy(update={"seq": seq}))
         new = repo.create_commit(
-            None, commit.author, commit.committer, message, commit.tree_id, [pygit2.Oid(hex=parent)]
+            None,
+            commit.author,
+            commit.committer,
+            encode(event),
+            commit.tree_id,
+            [pygit2.Oid(hex=parent)],
         )
         parent = str(new)
-        remote = memory.fold(stored.event for stored in log.walk(parent))
+        joined.append(event)
     move_ref(repo, MEMORY_REF, parent, ours)
     onto = log.event_at(theirs).seq - (log.event_at(base).seq if base else 0)
     return len(mine), onto, parent
@@ -117,7 +123,7 @@ def _renumbered(event: Event, remote: dict[str, Fact], renamed: dict[str, str]) 
                 return event.model_copy(update={"payload": MemoryAccepted(id=twin.id, by=p.who)})
             return None
         if p.id in remote:
-            renamed[p.id] = memory.next_id([*remote, *renamed.values()])
+            renamed[p.id] = memory.next_id(remote)
         new_id = renamed.get(p.id, p.id)
         return event.model_copy(update={"payload": p.model_copy(update={"id": new_id})})
     if isinstance(p, MemoryAccepted | MemoryForgotten):
