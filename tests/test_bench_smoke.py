@@ -26,6 +26,7 @@ RATIO_LINES = {
     "demo.py": ["ratio overhead/git-commits:"],
     "forge.py": ["ratio pushed/plain-push:", "ratio action-sweep/sweep:"],
     "gitcli.py": ["ratio hardened/bare:"],
+    "memory.py": ["ratio build with ", "memory read + block: "],
     "notes.py": ["ratio concurrent/one-writer:", "round 1: present 10/10 (0% lost)"],
     "install.py": ["ratio install+demo after/before:", "ratio site-packages after/before:"],
     "isolation.py": ["ratio namespace/none (sh agent):", "ratio user/none (python agent):"],

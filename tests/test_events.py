@@ -45,6 +45,9 @@ from agentrun.events import (
     ImplementStarted,
     KernelActor,
     LadderClimbed,
+    MemoryAccepted,
+    MemoryAdded,
+    MemoryForgotten,
     ObservationRecorded,
     Payload,
     PhaseFailed,
@@ -183,6 +186,9 @@ PAYLOADS: list[Any] = [
     CandidateSelected(session="s-8", number=2),
     CandidateChosen(round=1, candidate="c2", passed=True, reason="codex: the one that passed"),
     LadderClimbed(role="implement", rung=1, runtime="claude", reason="1 failed round on local"),
+    MemoryAdded(id="m-1", text="Tests run with pytest -q", who="verify", build="b", phase="v@1"),
+    MemoryAccepted(id="m-1", by="alice"),
+    MemoryForgotten(id="m-1", by="alice"),
 ]
 ACTORS = [KernelActor(), AgentActor(role="code-review", session="s-3"), HumanActor(login="alice")]
 

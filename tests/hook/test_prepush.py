@@ -228,6 +228,22 @@ def test_a_real_build_pushes_its_log_and_notes(clone: Clone) -> None:
     assert not any(ref.startswith("refs/agentrun/leases/") for ref in remote)
 
 
+def test_a_builds_facts_travel_with_its_branch(clone: Clone) -> None:
+    """A verify command that passed is an accepted fact in refs/agentrun/memory: the push
+    of the build's branch carries the memory too."""
+    verify = '[[verify]]\nname = "tests"\ncommand = "true"\n'
+    configure(clone.path, [{"phase": "implement", "write": {"src/app.py": "VALUE = 1\n"}}], verify)
+    repo = pygit2.Repository(str(clone.path))
+    slug = create_build(repo, "Add the app").slug
+    assert run_build(repo, slug).state.state_name == "complete"
+
+    done = clone.push("origin", f"agentrun/{slug}")
+
+    assert done.returncode == 0, done.stderr
+    assert "the memory" in done.stderr
+    assert clone.remote_refs()["refs/agentrun/memory"] == clone.local("refs/agentrun/memory")
+
+
 def test_a_remote_log_with_events_this_clone_lacks_is_left_alone(clone: Clone) -> None:
     clone.start_build("b-1", {"a.txt": "1\n"})
     assert clone.push("origin", "agentrun/b-1").returncode == 0

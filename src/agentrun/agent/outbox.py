@@ -90,6 +90,7 @@ def drain(repo: pygit2.Repository, workdir: Path, session: str) -> list[str]:
                 verb=str(data["verb"]),
                 text=str(data.get("text", "")),
                 findings=tuple(str(f) for f in data.get("findings", ())),
+                paths=tuple(str(p) for p in data.get("paths", ())),
             )
             claimed = str(data["session"])
         except (OSError, ValueError, KeyError, TypeError) as exc:

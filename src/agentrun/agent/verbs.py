@@ -26,7 +26,15 @@ from agentrun.errors import VerbError
 from agentrun.gitrepo import open_repo
 from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import BuildState
-from agentrun.kernel.verbs import AgentEnv, VerbReport, check_fits, verb_draft
+from agentrun.kernel.verbs import (
+    ANY_PHASE_VERBS,
+    AgentEnv,
+    VerbReport,
+    check_fits,
+    check_session,
+    scoped,
+    verb_draft,
+)
 from agentrun.store.append import append_decided
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.log import EventLog
@@ -94,14 +102,37 @@ def submit(env: AgentEnv, rep: VerbReport, cwd: Path, environ: Mapping[str, str]
     )
 
 
+def submit_fact(
+    env: AgentEnv, text: str, paths: tuple[str, ...], cwd: Path, environ: Mapping[str, str]
+) -> str:
+    """``agent remember``: check the session and the fact (reading only), queue it."""
+    from agentrun.commands.memory import clean_paths
+
+    repo = log_repository(cwd, environ)
+    _, state = load_state(EventLog(repo), ReadOnlyCache(repo), env.build)
+    check_session(scoped(state, env), env)
+    if not text.strip():
+        raise VerbError("`remember` needs the fact: what later builds here should know")
+    rep = VerbReport("remember", text.strip(), (), clean_paths(paths))
+    workdir = worktree_of(cwd)
+    request = {"build": env.build, "phase": env.phase, "round": env.round, "task": env.task}
+    request |= {"session": env.session, **asdict(rep), "findings": [], "paths": list(rep.paths)}
+    path = queue(workdir, request)
+    return (
+        f"fact queued in {path.relative_to(workdir)}; agentrun records it as proposed: "
+        "no later prompt carries it until a person accepts it"
+    )
+
+
 def check_not_queued(workdir: Path, env: AgentEnv) -> None:
     """A session reports once: a second report while the first waits is refused here."""
     for path in sorted((workdir / OUTBOX).glob("*.json")):
         try:
-            claimed = json.loads(path.read_text(encoding="utf-8")).get("session")
+            data = json.loads(path.read_text(encoding="utf-8"))
+            claimed, verb = data.get("session"), data.get("verb")
         except (OSError, ValueError, AttributeError):
             continue  # unreadable or just drained: the runner judges it
-        if claimed == env.session:
+        if claimed == env.session and verb not in ANY_PHASE_VERBS:
             raise VerbError(
                 f"session {env.session} already queued a report ({path.name}); nothing queued"
             )
@@ -113,6 +144,8 @@ def report(repo: pygit2.Repository, env: AgentEnv, rep: VerbReport) -> str:
     Called by the runner's process (the outbox's drain, runtimes that run inside it),
     which knows the secret values: what the report carries is scrubbed when appended.
     """
+    if rep.verb == "remember":
+        return remembered(repo, env, rep)
     said: list[str] = []
 
     def decide(state: BuildState) -> list[Draft]:
@@ -125,3 +158,34 @@ def report(repo: pygit2.Repository, env: AgentEnv, rep: VerbReport) -> str:
 
     append_decided(EventLog(repo), env.build, decide, what=f"the {rep.verb} of {env.session}")
     return said[0]
+
+
+def remembered(repo: pygit2.Repository, env: AgentEnv, rep: VerbReport) -> str:
+    """Add an agent's fact to the memory, proposed (agents read untrusted issue text);
+    returns a line saying so. Scrubbed of the build's secrets like the rest."""
+    from agentrun.commands.memory import add
+    from agentrun.events import AgentActor
+
+    _, state = load_state(EventLog(repo), StateCache(repo), env.build)
+    secrets.remember_config(state.config, os.environ)
+    view = scoped(state, env)
+    check_session(view, env)
+    assert view.session is not None
+    actor = AgentActor(role=view.session.role, session=env.session)
+    phase = f"{env.phase}@{env.round}"
+    added = add(
+        repo,
+        rep.text,
+        "agent",
+        accepted=False,
+        actor=actor,
+        build=env.build,
+        phase=phase,
+        paths=rep.paths,
+    )
+    if not added.new:
+        return f"fact {added.fact.id} already says this ({added.fact.state}); nothing added"
+    return (
+        f"fact {added.fact.id} proposed; a person accepts it with "
+        f"`git agentrun memory accept {added.fact.id}`"
+    )

@@ -92,6 +92,19 @@ def agent_escalate(question: str) -> None:
     _report("escalate", question)
 
 
+@agent.command("remember")
+@click.argument("text")
+@click.option("--path", "paths", multiple=True, metavar="GLOB", help="A path the fact concerns.")
+def agent_remember(text: str, paths: tuple[str, ...]) -> None:
+    """Propose a fact for later builds (any phase; a person accepts it before prompts carry it)."""
+    from pathlib import Path
+
+    from agentrun.agent.verbs import agent_env, submit_fact
+
+    env = agent_env(os.environ)
+    click.echo(submit_fact(env, text, paths, Path.cwd(), os.environ))
+
+
 @agent.command("select")
 @click.argument("number", type=int)
 def agent_select(number: int) -> None:

@@ -299,6 +299,12 @@ class Isolation(_Model):
         return value
 
 
+class MemoryConfig(_Model):
+    """Memory across builds: at most ``max_chars`` characters of accepted facts in a prompt."""
+
+    max_chars: int = Field(default=4000, ge=0)
+
+
 class Config(_Model):
     roles: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     runtimes: dict[str, RuntimeConfig] = Field(default_factory=dict)
@@ -316,6 +322,7 @@ class Config(_Model):
     isolation: Isolation = Isolation()
     candidates: Candidates = Candidates()
     ladder: dict[str, Ladder] = Field(default_factory=dict)
+    memory: MemoryConfig = MemoryConfig()
 
     @field_validator("roles", mode="before")
     @classmethod

@@ -64,6 +64,7 @@ from agentrun.events.forge import (
     ReconcileCompleted,
     ReconcileStarted,
 )
+from agentrun.events.memory import FactState, MemoryAccepted, MemoryAdded, MemoryForgotten
 from agentrun.events.phases import (
     AgentDone,
     CodeReviewStarted,
@@ -124,6 +125,7 @@ __all__ = [
     "EscalationAnswered",
     "EscalationRaised",
     "Event",
+    "FactState",
     "FeedbackReceived",
     "FinalizeCompleted",
     "FinalizeStarted",
@@ -135,6 +137,9 @@ __all__ = [
     "ImplementStarted",
     "KernelActor",
     "LadderClimbed",
+    "MemoryAccepted",
+    "MemoryAdded",
+    "MemoryForgotten",
     "ObservationRecorded",
     "Payload",
     "PayloadModel",

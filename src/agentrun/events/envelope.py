@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from agentrun.errors import InvalidEventError, MalformedEventError
-from agentrun.events import build, forge, phases, tasks
+from agentrun.events import build, forge, memory, phases, tasks
 from agentrun.events.base import Actor, Frozen, check_version
 from agentrun.secrets import scrub
 
@@ -75,7 +75,10 @@ Payload = Annotated[
     | tasks.CandidatesStarted
     | tasks.SelectStarted
     | tasks.CandidateSelected
-    | tasks.CandidateChosen,
+    | tasks.CandidateChosen
+    | memory.MemoryAdded
+    | memory.MemoryAccepted
+    | memory.MemoryForgotten,
     Field(discriminator="type"),
 ]
 

@@ -327,7 +327,8 @@ def push_state(
     cwd: Path,
     environ: Mapping[str, str],
 ) -> list[str]:
-    """Push the builds' logs and ``refs/notes/agentrun``, each compare-and-swap.
+    """Push the builds' logs, ``refs/notes/agentrun`` and ``refs/agentrun/memory``, each
+    compare-and-swap.
 
     A ref is pushed only where the remote lacks it or has an ancestor of ours, with
     ``--force-with-lease=<ref>:<what the remote had>``, all in one ``--atomic`` push
@@ -339,6 +340,7 @@ def push_state(
     user unable to push their work over state that only needs merging.
     """
     from agentrun.store.log import build_ref
+    from agentrun.store.memory import MEMORY_REF
     from agentrun.store.notes import NOTES_REF
     from agentrun.store.transport import RefUpdate, push_atomic
 
@@ -354,6 +356,7 @@ def push_state(
         except AgentrunError:
             continue  # agentrun/<name> that no build could have: a branch like any other
     wanted.append((NOTES_REF, NOTES_REF))
+    wanted.append((MEMORY_REF, "the memory"))  # facts a build added (verify, setup, agents)
     updates: list[RefUpdate] = []
     pushed: list[str] = []
     lines: list[str] = []
@@ -421,6 +424,7 @@ def _ls_remote(
     commit pushed here needs to be told from.
     """
     patterns = ["refs/heads/*", "refs/tags/*", "refs/agentrun/builds/*", "refs/notes/agentrun"]
+    patterns.append("refs/agentrun/memory")
     done = _git([f"--git-dir={git_dir}", "ls-remote", remote, *patterns], cwd, environ)
     if done is None or done.returncode != 0:
         return None

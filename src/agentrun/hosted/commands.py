@@ -8,6 +8,7 @@ quoting the reply syntax back does not run it)::
                                  command
     /agentrun approve            approve the plan that waits for a person
     /agentrun pause | resume | abort | retry | reconcile | status
+    /agentrun remember accept ID accept a proposed fact of refs/agentrun/memory (m-3)
 """
 
 from __future__ import annotations
@@ -17,14 +18,18 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 PREFIX = "/agentrun"
-Verb = Literal["answer", "approve", "pause", "resume", "abort", "retry", "reconcile", "status"]
+Verb = Literal[
+    "answer", "approve", "pause", "resume", "abort", "retry", "reconcile", "status", "remember"
+]
 VERBS: tuple[Verb, ...] = get_args(Verb)
 USAGE = (
     "`/agentrun answer [ID] TEXT`, `/agentrun approve`, `/agentrun pause`, `/agentrun resume`, "
-    "`/agentrun abort`, `/agentrun retry`, `/agentrun reconcile` or `/agentrun status`"
+    "`/agentrun abort`, `/agentrun retry`, `/agentrun reconcile`, `/agentrun status` or "
+    "`/agentrun remember accept ID`"
 )
 _VERB: dict[str, Verb] = {verb: verb for verb in VERBS}
 _ESCALATION_ID = re.compile(r"e\d+")
+_FACT_ID = re.compile(r"m-[1-9][0-9]{0,8}")
 _WORD = re.compile(r"[a-z][a-z-]{0,19}")
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 
@@ -34,6 +39,7 @@ class Command:
     verb: Verb
     text: str = ""  # the answer (``answer`` only)
     escalation: str | None = None  # the escalation named by ``answer ID``
+    fact: str | None = None  # the fact named by ``remember accept ID``
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,8 @@ def parse(body: str) -> list[Command | Refusal]:
                 more.append(lines[i])
                 i += 1
             found.append(_answer(line, "\n".join([rest.strip(), *more]).strip()))
+        elif verb == "remember":
+            found.append(_remember(line, rest))
         elif (known := _VERB.get(verb)) is not None:
             found.append(Command(known))
         elif not verb:
@@ -98,3 +106,12 @@ def _answer(line: str, text: str) -> Command | Refusal:
             line.strip(), "the answer is empty: write `/agentrun answer [ID] TEXT` with the text"
         )
     return Command("answer", text, escalation)
+
+
+def _remember(line: str, rest: str) -> Command | Refusal:
+    words = rest.split()
+    if len(words) == 2 and words[0].lower() == "accept" and _FACT_ID.fullmatch(words[1]):
+        return Command("remember", fact=words[1])
+    return Refusal(
+        line.strip(), "write `/agentrun remember accept ID` with the fact's id (such as m-3)"
+    )

@@ -194,6 +194,12 @@ class Steering:
             if done.note:
                 self._say(f"build {slug}: {done.note}")
             return f"reconcile requested (base at {done.base[:10]})"
+        if command.verb == "remember":
+            from agentrun.commands.memory import accept
+
+            assert command.fact is not None
+            fact, changed = accept(self.repo, command.fact, login)
+            return f"fact {fact.id} {'accepted' if changed else 'was already accepted'}"
         if command.verb == "status":
             from agentrun.runner.status_text import render_hosted_status
 

@@ -240,6 +240,8 @@ def _apply(s: BuildState, event: ev.Event) -> Changes:
                 "finalize_results": {},
                 "stage": checks_stage(s.config),
             }
+        case ev.MemoryAdded() | ev.MemoryAccepted() | ev.MemoryForgotten():
+            return {}  # facts live in refs/agentrun/memory, folded by kernel.memory
         case _:
             assert_never(p)
 

@@ -16,9 +16,10 @@ from functools import lru_cache
 from pathspec import GitIgnoreSpec
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=4096)
 def spec(patterns: tuple[str, ...]) -> GitIgnoreSpec:
-    """The compiled patterns (cached: configs repeat the same few lists)."""
+    """The compiled patterns (cached: configs repeat the same few lists, and every prompt
+    of a build matches the same facts' globs of refs/agentrun/memory, one list each)."""
     return GitIgnoreSpec.from_lines(patterns)
 
 

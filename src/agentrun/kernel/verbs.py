@@ -31,6 +31,10 @@ PHASE_VERBS: dict[str, tuple[str, ...]] = {
 }
 
 
+# Verbs any phase takes, beside its own; they end nothing (the session reports after them).
+ANY_PHASE_VERBS = ("remember",)
+
+
 @dataclass(frozen=True)
 class AgentEnv:
     """Who is speaking: from AGENTRUN_BUILD, AGENTRUN_PHASE (``implement@2``), AGENTRUN_SESSION."""
@@ -53,6 +57,7 @@ class VerbReport:
     verb: str
     text: str = ""
     findings: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()  # ``remember --path``: the globs a fact concerns
 
 
 def scoped(state: BuildState, env: AgentEnv) -> BuildState:
@@ -73,6 +78,18 @@ def check_fits(state: BuildState, env: AgentEnv, verb: str) -> None:
         raise VerbError(
             f"`{verb}` does not fit phase {env.phase}; use one of: {', '.join(allowed) or 'none'}"
         )
+    check_session(state, env)
+    session = state.session
+    assert session is not None
+    if session.report is not None:
+        raise VerbError(
+            f"session {env.session} already reported ({session.report.type}); nothing recorded"
+        )
+
+
+def check_session(state: BuildState, env: AgentEnv) -> None:
+    """``env`` speaks for the open session of its build, in its phase and round (what
+    ``remember``, which any phase takes and which ends nothing, needs)."""
     session = state.session
     if session is None or session.session != env.session:
         raise VerbError(
@@ -83,10 +100,6 @@ def check_fits(state: BuildState, env: AgentEnv, verb: str) -> None:
         raise VerbError(
             f"session {env.session} runs {session.phase}@{session.round}, "
             f"not {env.phase}@{env.round}; nothing recorded"
-        )
-    if session.report is not None:
-        raise VerbError(
-            f"session {env.session} already reported ({session.report.type}); nothing recorded"
         )
 
 

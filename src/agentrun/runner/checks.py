@@ -130,6 +130,10 @@ def run_check(build: BuildHandle, workspace: Workspace, work: RunCheck) -> None:
             "exit_code": done.exit_code,
         },
     )
+    if outcome == "pass":
+        from agentrun.runner.memory import verify_passed
+
+        verify_passed(build, work.step, work.command, work.round)
 
 
 def run_finalize_step(build: BuildHandle, workspace: Workspace, work: RunFinalizeStep) -> None:

@@ -79,7 +79,20 @@ def render_prompt(
     )
     # Only known {names} are filled: an override may hold any other braces verbatim.
     text = _FIELD.sub(lambda m: values.get(m[1], m[0]), template(repo, state.base_sha, family))
-    return text + instructions(repo, state.base_sha)
+    return text + instructions(repo, state.base_sha) + memory_block(repo, state)
+
+
+def memory_block(repo: pygit2.Repository, state: BuildState) -> str:
+    """The accepted facts of ``refs/agentrun/memory`` this build's prompts carry: those
+    about its planned or changed paths first, then the newest ("" when there are none)."""
+    from agentrun.kernel.memory import block
+    from agentrun.store.memory import read
+
+    facts = read(repo).facts
+    if not facts:
+        return ""
+    paths = [*state.changed_paths, *(p for task in state.tasks.values() for p in task.paths)]
+    return block(facts, paths, state.config.memory.max_chars, state.slug)
 
 
 def _offered(repo: pygit2.Repository, state: BuildState) -> str:

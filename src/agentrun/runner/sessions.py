@@ -20,6 +20,7 @@ import pygit2
 from agentrun import isolation, procs, secrets
 from agentrun.agent.outbox import Drainer, drain
 from agentrun.errors import GuardError, LeaseLostError, RuntimeSetupError
+from agentrun.events import CodeReviewVerdict
 from agentrun.gitrepo import common_dir
 from agentrun.kernel import sessions as record
 from agentrun.kernel.budget import FirstSession, remaining_budget, remaining_wall_seconds
@@ -305,6 +306,10 @@ class SessionRunner:
                 "report": report.type,
             },
         )
+        if isinstance(report, CodeReviewVerdict) and report.findings:
+            from agentrun.runner.memory import findings_recurred
+
+            findings_recurred(self.build)
 
     def _fail(
         self,

@@ -76,6 +76,9 @@ def ensure(build: BuildHandle, workspace: Workspace) -> bool:
     build.append(kernel_runner.setup_ran(build.state, said, artifact, text, problem, tail))
     if problem is None:
         marker.write_text(json.dumps({"digest": digest}), encoding="utf-8")
+        from agentrun.runner.memory import setup_worked
+
+        setup_worked(build, _shown(step))
         return True
     return False
 

@@ -96,8 +96,12 @@ class EventLog:
             name[len(BUILDS) :] for name in self.repo.references if name.startswith(BUILDS)
         )
 
+    def ref_of(self, slug: str) -> str:
+        """The ref holding the log called ``slug`` (a build's; the memory's overrides it)."""
+        return build_ref(slug)
+
     def tip_oid(self, slug: str) -> str | None:
-        name = build_ref(slug)
+        name = self.ref_of(slug)
         ref = self.repo.references.get(name)
         if ref is None:
             return None
@@ -180,7 +184,7 @@ class EventLog:
 
         ``expected`` is the tip the caller decided from (``None``: the build must not exist).
         """
-        name = build_ref(slug)
+        name = self.ref_of(slug)
         ts = now or now_utc()
         sig = signature(ts)
         parent = expected.oid if expected else None

@@ -77,6 +77,7 @@ class SyncResult:
     builds: list[BuildSync] = field(default_factory=list)
     notes: str = ""  # "", "pulled", "merged", "pushed", "merged and pushed"
     archive: str = ""  # the same, for refs/agentrun/archive
+    memory: str = ""  # what happened to refs/agentrun/memory ("": up to date)
 
     def lines(self) -> list[str]:
         found = [line for build in self.builds for line in build.lines()]
@@ -84,6 +85,8 @@ class SyncResult:
             found.append(f"archive: {self.archive}")
         if self.notes:
             found.append(f"notes: {self.notes}")
+        if self.memory:
+            found.append(f"memory: {self.memory}")
         return found or [f"up to date with {self.remote}"]
 
 
@@ -165,6 +168,7 @@ def sync(repo: pygit2.Repository, remote_name: str) -> SyncResult:
         found.tasks = _sync_task_branches(remote, slug, updates) if not found.conflict else []
         result.builds.append(found)
     result.notes = _sync_notes(remote, updates)
+    result.memory = sync_memory(remote, updates)
     _sync_pulls(remote, updates)
     if updates:
         done = remote.push(updates)
@@ -191,8 +195,20 @@ def build_updates(remote: Remote, slug: str) -> tuple[BuildSync, list[RefUpdate]
     found.branch = _sync_branch(remote.repo, slug, remote.seen(f"branches/{slug}"), updates)
     found.tasks = _sync_task_branches(remote, slug, updates) if not found.conflict else []
     _sync_notes(remote, updates)
+    sync_memory(remote, updates)
     _sync_pulls(remote, updates)
     return found, updates
+
+
+def sync_memory(remote: Remote, updates: list[RefUpdate]) -> str:
+    """``refs/agentrun/memory`` as a build's log is synced, its facts' ids kept unique
+    (``store.memory.reparent``); what happened, in ``BuildSync``'s words ("": nothing)."""
+    from agentrun.store.memory import NAME, MemoryLog
+    from agentrun.store.memory import reparent as rejoin
+
+    found = _sync_log(MemoryLog(remote.repo), NAME, remote.seen(NAME), updates, rejoin)
+    line = found.lines()[0].removeprefix(f"build {NAME}: ")
+    return "" if line == "up to date" else line
 
 
 def _sync_pulls(remote: Remote, updates: list[RefUpdate]) -> None:
@@ -224,12 +240,24 @@ def pull(repo: pygit2.Repository, remote_name: str, slug: str | None = None) -> 
         theirs = remote.seen(f"builds/{name}")
         if theirs is not None or log.tip_oid(name) is not None:
             _sync_log(log, name, theirs, [])
+    sync_memory(remote, [])
     _sync_pulls(remote, [])
     return remote
 
 
-def _sync_log(log: EventLog, slug: str, theirs: str | None, updates: list[RefUpdate]) -> BuildSync:
-    repo, ref, found = log.repo, build_ref(slug), BuildSync(slug)
+Rejoin = Callable[[EventLog, str, str, str, str], tuple[int, int, str]]
+
+
+def _sync_log(
+    log: EventLog,
+    slug: str,
+    theirs: str | None,
+    updates: list[RefUpdate],
+    rejoin: Rejoin | None = None,
+) -> BuildSync:
+    """Fast-forward either way, or re-parent our local-only events onto theirs (``rejoin``:
+    how, by default ``reparent``); the push needed is queued in ``updates``."""
+    repo, ref, found = log.repo, log.ref_of(slug), BuildSync(slug)
     ours = log.tip_oid(slug)
     if ours == theirs:
         return found
@@ -248,10 +276,12 @@ def _sync_log(log: EventLog, slug: str, theirs: str | None, updates: list[RefUpd
         return found
     if not repo.descendant_of(ours, theirs):
         base = repo.merge_base(ours, theirs)
-        if base is None:
+        if base is None and rejoin is None:
             found.conflict = "the remote's log and this one share no history (left as they are)"
             return found
-        found.reparented, found.onto, ours = reparent(log, slug, ours, theirs, str(base))
+        # A rejoin takes logs begun apart on two clones (the memory's: anyone may start it).
+        join = rejoin or reparent
+        found.reparented, found.onto, ours = join(log, slug, ours, theirs, str(base or ""))
     found.pushed = log.event_at(ours).seq - log.event_at(theirs).seq
     updates.append(RefUpdate(ref, ours, theirs))
     return found
@@ -275,7 +305,7 @@ def reparent(log: EventLog, slug: str, ours: str, theirs: str, base: str) -> tup
             None, commit.author, commit.committer, message, commit.tree_id, [pygit2.Oid(hex=parent)]
         )
         parent = str(new)
-    move_ref(repo, build_ref(slug), parent, ours)
+    move_ref(repo, log.ref_of(slug), parent, ours)
     return len(mine), log.event_at(theirs).seq - log.event_at(base).seq, parent
 
 
