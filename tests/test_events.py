@@ -30,6 +30,7 @@ from agentrun.events import (
     CandidateChosen,
     CandidateSelected,
     CandidatesStarted,
+    ChecksSeen,
     CodeReviewStarted,
     CodeReviewVerdict,
     EscalationAnswered,
@@ -60,6 +61,7 @@ from agentrun.events import (
     ReconcileStarted,
     RunnerAttached,
     RunnerSetupFailed,
+    SeenCheck,
     SelectStarted,
     SessionEnded,
     SessionStarted,
@@ -181,6 +183,13 @@ PAYLOADS: list[Any] = [
     CandidateSelected(session="s-8", number=2),
     CandidateChosen(round=1, candidate="c2", passed=True, reason="codex: the one that passed"),
     LadderClimbed(role="implement", rung=1, runtime="claude", reason="1 failed round on local"),
+    ChecksSeen(
+        sha=SHA,
+        checks=(
+            SeenCheck(name="lint", state="success", conclusion="success"),
+            SeenCheck(name="test", state="failure", conclusion="failure", summary="1 failed"),
+        ),
+    ),
 ]
 ACTORS = [KernelActor(), AgentActor(role="code-review", session="s-3"), HumanActor(login="alice")]
 

@@ -41,6 +41,7 @@ from agentrun.events.build import (
     SessionEnded,
     SessionStarted,
 )
+from agentrun.events.checks import ChecksSeen, SeenCheck
 from agentrun.events.envelope import (
     EVENT_TYPES,
     SCHEMA_VERSION,
@@ -118,6 +119,7 @@ __all__ = [
     "CandidateChosen",
     "CandidateSelected",
     "CandidatesStarted",
+    "ChecksSeen",
     "CodeReviewStarted",
     "CodeReviewVerdict",
     "EscalationAnswered",
@@ -151,6 +153,7 @@ __all__ = [
     "ReconcileStarted",
     "RunnerAttached",
     "RunnerSetupFailed",
+    "SeenCheck",
     "SelectStarted",
     "SessionEnded",
     "SessionOutcome",

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from agentrun.errors import InvalidEventError, MalformedEventError
-from agentrun.events import build, forge, phases, tasks
+from agentrun.events import build, checks, forge, phases, tasks
 from agentrun.events.base import Actor, Frozen, check_version
 from agentrun.secrets import scrub
 
@@ -74,7 +74,8 @@ Payload = Annotated[
     | tasks.CandidatesStarted
     | tasks.SelectStarted
     | tasks.CandidateSelected
-    | tasks.CandidateChosen,
+    | tasks.CandidateChosen
+    | checks.ChecksSeen,
     Field(discriminator="type"),
 ]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from agentrun import events as ev
-from agentrun.kernel import ladder, tasks
+from agentrun.kernel import gate, ladder, tasks
 from agentrun.kernel.session_end import (
     Changes,
     checks_stage,
@@ -237,6 +237,8 @@ def _apply(s: BuildState, event: ev.Event) -> Changes:
                 "finalize_results": {},
                 "stage": checks_stage(s.config),
             }
+        case ev.ChecksSeen():
+            return gate.seen(s, p, event.ts)
         case _:
             assert_never(p)
 
@@ -341,6 +343,8 @@ def _answered(s: BuildState, p: ev.EscalationAnswered) -> Changes:
                 changes["allow_empty"] = True
             if esc.cause == "stall":
                 changes["stall"] = ()
+            if esc.cause == "checks-timeout":
+                changes.update(gate.rearmed())
             if esc.cause == "round-limit":
                 step = s.config.policy.max_review_rounds
                 if esc.phase == "plan":
