@@ -118,7 +118,7 @@ def seen(s: BuildState, p: ev.ChecksSeen, at: datetime) -> Changes:
         return changes
     failed = judge(s.config, p.checks).failed
     if failed:
-        feedback = tuple(_feedback(check, p.sha, s.impl_round) for check in failed)
+        feedback = tuple(failure_feedback(check, p.sha, s.impl_round) for check in failed)
         changes.update(next_impl_round(s, feedback))
         names = ", ".join(c.name for c in failed)
         changes.update(ladder.failed_round(s, "implement", f"checks: {names}"))
@@ -130,7 +130,8 @@ def rearmed() -> Changes:
     return {"checks_gate": None}
 
 
-def _feedback(check: ev.SeenCheck, sha: str, round_: int) -> str:
+def failure_feedback(check: ev.SeenCheck, sha: str, round_: int) -> str:
+    """What the next implement round reads of a failed check."""
     lines = [
         f"CI check `{check.name}` failed ({check.conclusion or 'failure'}) on {sha[:10]} "
         f"after round {round_}."

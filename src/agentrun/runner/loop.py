@@ -193,8 +193,12 @@ class Runner:
             first = self._decide(build)
             if isinstance(first, Wait) and first.reason != "in-flight":
                 return Outcome(state, first.reason)  # nothing to do: nothing is appended
-        if not acknowledge_only:
+        # A run that only looks at a waiting build's CI, and finds nothing new, leaves the
+        # log as it was: the runner attaches before its first other work.
+        attach = not acknowledge_only
+        if attach and not isinstance(self._decide(build), AwaitChecks):
             self._attach(build)
+            attach = False
         self._looked = set()  # heads whose CI this run looked at (once each)
         while True:
             beat.check()
@@ -213,6 +217,10 @@ class Runner:
                 return Outcome(state, "not-acknowledged")
             if self._deadline.reached:
                 return Outcome(state, TIME_LIMIT)
+            if attach and not isinstance(decision, AwaitChecks):
+                self._attach(build)
+                attach = False
+                continue  # decided again on the attached state
             publisher.sync_status()  # show what is about to run (a no-op when unchanged)
             try:
                 with self._deadline.phase():
