@@ -97,7 +97,7 @@ class Runner:
         self._deadline = Deadline(None)
         self._pool = TaskPool(repo, slug, self.remote)
         self.ready: tuple[str, ...] = ()  # with fan_out: the tasks left for other jobs
-        self._looked: set[str] = set()
+        self._looked: set[str] = set()  # heads whose CI this run looked at (once each)
 
     def run(self, acknowledge_only: bool = False) -> Outcome:
         """Execute decisions until ``wait``; with ``acknowledge_only``, only controls."""
@@ -199,7 +199,6 @@ class Runner:
         if attach and not isinstance(self._decide(build), AwaitChecks):
             self._attach(build)
             attach = False
-        self._looked = set()  # heads whose CI this run looked at (once each)
         while True:
             beat.check()
             state = build.refresh()
