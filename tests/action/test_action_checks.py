@@ -110,7 +110,7 @@ def test_a_build_waits_for_ci_and_green_checks_mark_it_ready(site: Site, tmp_pat
     # nothing is recorded, and it exits 4 saying what the build waits for.
     events_before = len(remote_types(site, SLUG))
     checkout = site.clone()
-    swept = _sweep(checkout, site)
+    swept = _agentrun(checkout, site, "sweep", "--remote", "origin")
     assert swept.returncode == 4, swept.stdout + swept.stderr
     assert f"{SLUG}: resumed (it waits for CI on {sha[:10]}: test (pending), lint" in swept.stdout
     assert "; waiting" in swept.stdout
@@ -119,6 +119,12 @@ def test_a_build_waits_for_ci_and_green_checks_mark_it_ready(site: Site, tmp_pat
     (row,) = json.loads(status.stdout)["builds"]
     assert row["state"] == "waiting"
     assert status.returncode == 0
+    # `resume` in the Action (its build input) with the workflow's token: 4, and a warning.
+    resumed = _agentrun(checkout, site, "resume", SLUG, "--remote", "origin", default_token=True)
+    assert resumed.returncode == 4, resumed.stdout + resumed.stderr
+    assert f"waiting for CI on {sha[:10]}: test (pending), lint (not there yet)" in resumed.stdout
+    assert "agentrun: warning: pushes made with the workflow's own token" in resumed.stderr
+    assert remote_types(site, SLUG)[events_before:] == []
 
     # The user's CI completes: the workflow_run trigger continues the build.
     site.api.clear()
@@ -219,13 +225,16 @@ def test_the_local_forge_with_require_checks_is_a_config_error(tmp_path: Path) -
     assert run_cli(repo, "status", "--json").stdout.count('"slug"') == 0
 
 
-def _sweep(checkout: Path, site: Site) -> Any:
+def _agentrun(checkout: Path, site: Site, *args: str, default_token: bool = False) -> Any:
+    """``git agentrun ARGS`` in ``checkout`` with the forge's variables (and, with
+    ``default_token``, what action.yml says when github-token is github.token)."""
     import subprocess
 
+    extra = {"AGENTRUN_DEFAULT_TOKEN": "true"} if default_token else {}
     return subprocess.run(
-        ["git", "agentrun", "sweep", "--remote", "origin"],
+        ["git", "agentrun", *args],
         cwd=checkout,
-        env=cli_env(site.api.env()),
+        env=cli_env({**site.api.env(), **extra}),
         capture_output=True,
         text=True,
         timeout=90,
