@@ -22,6 +22,7 @@ RATIO_LINES = {
     "decide.py": ["ratio cold/sqlite", "warm at "],
     "caching.py": ["ratio cached/uncached input cost:"],
     "candidates.py": ["ratio 3-candidates/1:"],
+    "checks_gate.py": ["ratio gated/ungated build:", "ratio waiting-sweep/parked-sweep:"],
     "cli.py": ["ratio agentrun --version / git --version:", "--version: "],
     "demo.py": ["ratio overhead/git-commits:"],
     "forge.py": ["ratio pushed/plain-push:", "ratio action-sweep/sweep:"],

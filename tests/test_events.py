@@ -30,6 +30,7 @@ from agentrun.events import (
     CandidateChosen,
     CandidateSelected,
     CandidatesStarted,
+    ChecksSeen,
     CodeReviewStarted,
     CodeReviewVerdict,
     EscalationAnswered,
@@ -64,6 +65,7 @@ from agentrun.events import (
     ReconcileStarted,
     RunnerAttached,
     RunnerSetupFailed,
+    SeenCheck,
     SelectStarted,
     SessionEnded,
     SessionStarted,
@@ -189,6 +191,13 @@ PAYLOADS: list[Any] = [
     MemoryAdded(id="m-1", text="Tests run with pytest -q", who="verify", build="b", phase="v@1"),
     MemoryAccepted(id="m-1", by="alice"),
     MemoryForgotten(id="m-1", by="alice"),
+    ChecksSeen(
+        sha=SHA,
+        checks=(
+            SeenCheck(name="lint", state="success", conclusion="success"),
+            SeenCheck(name="test", state="failure", conclusion="failure", summary="1 failed"),
+        ),
+    ),
 ]
 ACTORS = [KernelActor(), AgentActor(role="code-review", session="s-3"), HumanActor(login="alice")]
 

@@ -156,6 +156,8 @@ def test_the_example_workflow_triggers_permissions_and_concurrency() -> None:
     assert on["schedule"][0]["cron"]
     assert "workflow_dispatch" in on
     assert on["push"] == {"branches-ignore": ["agentrun/**"]}  # builds' pushes are no goals
+    # The CI gate: the user's CI workflows completing continue the builds waiting on them.
+    assert on["workflow_run"] == {"workflows": ["CI"], "types": ["completed"]}
     assert flow["permissions"] == {}  # nothing at the workflow level: the job says
     concurrency = flow["concurrency"]
     assert "github.event.issue.number" in concurrency["group"]
@@ -168,8 +170,14 @@ def test_the_example_workflow_triggers_permissions_and_concurrency() -> None:
         "pull-requests": "write",
         "issues": "write",
         "statuses": "write",
+        "checks": "read",
+        "actions": "read",
     }
     assert "github.event.label.name == 'agentrun'" in job["if"]
+    assert (
+        "(github.event_name != 'workflow_run' || "
+        "startsWith(github.event.workflow_run.head_branch, 'agentrun/'))"
+    ) in job["if"]
     assert "contains(github.event.comment.body, '/agentrun')" in job["if"]
     assert "contains(join(github.event.commits.*.message, ' '), 'Agentrun-Goal:')" in job["if"]
     for event in ("pull_request", "pull_request_review"):

@@ -386,3 +386,27 @@ def test_doctor_names_each_rung_of_a_ladder_with_its_role(tmp_path: Path) -> Non
     rows = {row.name: row.roles for row in diagnose(config, {"PATH": str(tmp_path)}).rows}
     assert rows["codex"] == ("default", "implement (rung 0)")
     assert rows["claude"] == ("implement (rung 1)",)
+
+
+# --- the forge's CI as a gate ---------------------------------------------------------------
+
+
+def test_doctor_says_what_the_ci_gate_waits_for_and_warns_of_the_workflow_token(
+    here: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = '[forge]\nrequire_checks = ["test", "lint"]\nchecks_timeout_minutes = 30\n'
+    write_config(here, command_runtime(sys.executable) + gate)
+    assert invoke("doctor").stdout.splitlines()[-1] == (
+        "checks: [forge] require_checks (test, lint) needs a hosted forge; this is local"
+    )
+    git(here, "remote", "add", "origin", "https://github.com/someone/project.git")
+    lines = invoke("doctor").stdout.splitlines()
+    assert lines[-2] == "checks: ready waits for test, lint on the head (a question after 30 min)"
+    assert lines[-1].startswith("checks: note: pushes made with the workflow's own token start")
+    monkeypatch.setenv("AGENTRUN_DEFAULT_TOKEN", "true")  # action.yml: github-token's default
+    assert invoke("doctor").stdout.splitlines()[-1] == (
+        "checks: warning: pushes made with the workflow's own token (github.token) start no "
+        "workflows, so your CI does not run on agentrun's pushes and [forge] require_checks "
+        "would wait for checks that never come: give the action a GitHub App's token "
+        "(github-token; the README's GitHub App section)"
+    )

@@ -39,6 +39,8 @@ How to use it (the fixture lives in ``tests/conftest.py``, so any test can ask f
   ask for with a ``Prefer: code=NNN`` header.
 - ``two_pages(path)``: first-page GETs on ``path`` get a ``Link: rel="next"`` to a
   second page (the description's own ``Link`` example is dropped), until ``clear()``.
+- ``job_log``: the text that the URL GitHub's ``/actions/jobs/{id}/logs`` redirects to
+  answers (the description's example host, rewritten to this proxy's ``/_logs``).
 - ``readied``: the pull request node ids the GraphQL stub marked ready for review.
 - ``drafted``: the pull request node ids the GraphQL stub put back into draft.
 - ``fail(method, path, fault, times=1)``: answer the next ``times`` matching requests
@@ -90,6 +92,10 @@ CLIENTS = Path(__file__).resolve().parents[1] / "clients"
 PRISM = CLIENTS / "node_modules" / ".bin" / "prism"
 DESCRIPTION = CLIENTS / "node_modules/@octokit/openapi/generated/api.github.com.json"
 GITHUB = "https://api.github.com"
+# Where GitHub's /actions/jobs/{id}/logs redirects to (its description's example host):
+# served by the proxy under LOGS, with ``job_log`` as the log's text.
+LOG_HOST = "https://pipelines.actions.githubusercontent.com"
+LOGS = "/_logs"
 REPOSITORY = "octocat/Hello-World"  # the repository of the description's examples
 TOKEN = "ghs_" + "0123456789abcdefABCDEF0123456789abcd"  # shaped like an Actions token
 START_SECONDS = 60.0
@@ -115,6 +121,9 @@ PATHS = (
     "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}/comments",
     "/repos/{owner}/{repo}/statuses/{sha}",
     "/repos/{owner}/{repo}/commits/{ref}/statuses",
+    "/repos/{owner}/{repo}/commits/{ref}/check-runs",
+    "/repos/{owner}/{repo}/commits/{ref}/status",
+    "/repos/{owner}/{repo}/actions/jobs/{job_id}/logs",
     "/user",
 )
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
@@ -151,6 +160,7 @@ class GitHubAPI:
         self._paged: list[re.Pattern[str]] = []
         self._answers: dict[tuple[str, str], Any] = {}
         self.faults = Faults()
+        self.job_log = ""  # what a job log's signed URL answers (``LOGS``), until ``clear()``
 
     @property
     def requests(self) -> list[Recorded]:
@@ -176,6 +186,7 @@ class GitHubAPI:
             self._paged.clear()
             self._answers.clear()
         self.faults.clear()
+        self.job_log = ""
         self.stub.readied.clear()
         self.stub.drafted.clear()
 
@@ -295,7 +306,7 @@ def trimmed_description(url: str, paths: tuple[str, ...] = PATHS) -> dict[str, A
     spec = {k: v for k, v in full.items() if k not in ("paths", "components", "x-webhooks")}
     spec["paths"] = kept
     spec["components"] = components
-    text = json.dumps(spec).replace(GITHUB, url)
+    text = json.dumps(spec).replace(GITHUB, url).replace(LOG_HOST, url + LOGS)
     result: dict[str, Any] = json.loads(text)
     return result
 
@@ -364,7 +375,11 @@ def _handler(api: GitHubAPI, upstream: tuple[str, int]) -> type[BaseHTTPRequestH
             code = api.code_for(self.command, split.path)
             if code is not None:
                 headers["prefer"] = f"code={code}"
-            if self.command == "POST" and split.path == "/graphql":
+            if self.command == "GET" and split.path.startswith(LOGS + "/"):
+                # The signed URL a job's log redirects to: plain text, no token asked.
+                status, out, violations = 200, api.job_log.encode(), ""
+                out_headers = [("Content-Type", "text/plain")]
+            elif self.command == "POST" and split.path == "/graphql":
                 answer, errors = api.stub.answer(body)
                 status, out, violations = 200, json.dumps(answer).encode(), "; ".join(errors)
                 out_headers = [("Content-Type", "application/json")]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
@@ -107,6 +108,11 @@ def finish(outcome: Outcome) -> NoReturn:
         click.echo(line)
     if outcome.waiting == "time-limit":
         click.echo(f"stopped at the time limit; continue with: git agentrun resume {state.slug}")
+    if word == "waiting":
+        from agentrun.commands.doctor import DEFAULT_TOKEN, WORKFLOW_TOKEN
+
+        if os.environ.get(DEFAULT_TOKEN) == "true":  # the Action's github-token is github.token
+            click.echo(f"agentrun: warning: {WORKFLOW_TOKEN}", err=True)
     raise click.exceptions.Exit(exit_for_state(word))
 
 

@@ -15,7 +15,14 @@ from agentrun.cli.options import (
     remote_option,
     time_limit_option,
 )
-from agentrun.errors import EXIT_DONE, EXIT_FAILED, EXIT_NOT_NOW, EXIT_USER, exit_for_state
+from agentrun.errors import (
+    EXIT_DONE,
+    EXIT_FAILED,
+    EXIT_NOT_NOW,
+    EXIT_USER,
+    EXIT_WAITING,
+    exit_for_state,
+)
 
 if TYPE_CHECKING:
     from agentrun.commands.sweep import SweepReport
@@ -89,7 +96,8 @@ def sweep(remote: str | None, time_limit: float | None, as_json: bool) -> None:
 
 def _sweep_exit(swept: SweepReport) -> int:
     """6 when a resumed build failed, 1 for an unreadable log, 7 when the time limit left
-    work; parked and paused builds wait for a person, which is no failure of the sweep."""
+    work, 4 when a build waits for its forge's CI; parked and paused builds wait for a
+    person, which is no failure of the sweep."""
     resumed = {exit_for_state(item.state) for item in swept.builds if item.action == "resumed"}
     if EXIT_FAILED in resumed:
         return EXIT_FAILED
@@ -97,6 +105,8 @@ def _sweep_exit(swept: SweepReport) -> int:
         return EXIT_USER
     if any(exit_for_state(item.state) == EXIT_NOT_NOW for item in swept.builds):
         return EXIT_NOT_NOW
+    if any(item.state == "waiting" for item in swept.builds):
+        return EXIT_WAITING  # the forge's CI gate: the next sweep or CI trigger goes on
     return EXIT_DONE
 
 

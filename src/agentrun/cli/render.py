@@ -147,6 +147,11 @@ def outcome_lines(state: BuildState, word: str) -> list[str]:
         lines.append(f"  then:    git agentrun resume {state.slug}")
     if state.paused:
         lines.append(f"resume with: git agentrun resume {state.slug}")
+    if state.waits_for_checks and not state.open_escalations:
+        from agentrun.kernel.gate import waiting_for
+
+        lines.append(f"waiting for {waiting_for(state)}")
+        lines.append(f"  continue: git agentrun sweep (or resume {state.slug}) once they ran")
     if state.status == "failed":
         lines.append(f"reason: {state.reason}")
     if state.proposal is not None:
@@ -331,4 +336,5 @@ def doctor_lines(found: Diagnosis) -> list[str]:
     if found.forge:
         lines.append(found.forge)
     lines += found.budgets
+    lines += found.checks
     return lines

@@ -13,6 +13,9 @@ This module only reads GitHub's payload; what the job does is forge-neutral
   ``schedule`` / ``workflow_dispatch`` sweep;
 - ``push`` to a branch other than a build's starts a build per ``Agentrun-Goal`` trailer
   of the commits it gained (``before``..``after``), unless the hook did, and runs them.
+- ``workflow_run`` and ``check_suite`` (completed) and ``status``: the CI gate's
+  triggers (``[forge] require_checks``): the builds whose head is that commit look at
+  their checks again.
 
 ``$GITHUB_OUTPUT`` gets ``slug``, ``pr-url``, ``state`` and ``tasks`` however the job ends
 (``hosted.result.outputs_written``), so a workflow can report a failed job's build. A
@@ -85,6 +88,7 @@ def labeled(job: HostedJob, payload: dict[str, Any]) -> JobResult:
             f"ignored: {payload.get('action')} with label {label!r} "
             f"(the trigger label is {job.config.forge.label!r})"
         )
+    _warn_token(job)
     issue = payload.get("issue") or {}
     if "pull_request" in issue:
         return job.say("ignored: a label on a pull request does not start a build")
@@ -126,6 +130,42 @@ def closed(job: HostedJob, payload: dict[str, Any]) -> JobResult:
     return job.close(int(pull.get("number", 0)), merged, _login(payload.get("sender")))
 
 
+def ci_completed(job: HostedJob, payload: dict[str, Any], what: str) -> JobResult:
+    """A workflow run or check suite completed: the builds whose head it ran on go on."""
+    ran = payload.get(what) or {}
+    if payload.get("action") != "completed":
+        return job.say(f"ignored: {what} {payload.get('action')}")
+    branch = str(ran.get("head_branch") or "")
+    if branch and not branch.startswith(BRANCH_PREFIX):
+        return job.say(f"ignored: {what} on {branch!r}, not an agentrun build's branch")
+    return _checks_done(job, str(ran.get("head_sha") or ""))
+
+
+def status_set(job: HostedJob, payload: dict[str, Any]) -> JobResult:
+    """A commit status changed: a build waiting on it goes on once it is final."""
+    context, state = str(payload.get("context") or ""), str(payload.get("state") or "")
+    if context.startswith(BRANCH_PREFIX) or state == "pending":
+        return job.say(f"ignored: status {context} {state}")
+    return _checks_done(job, str(payload.get("sha") or ""))
+
+
+def _checks_done(job: HostedJob, sha: str) -> JobResult:
+    if not sha:
+        return job.say("ignored: the event names no commit")
+    _warn_token(job)
+    return job.checks_done(sha)
+
+
+def _warn_token(job: HostedJob) -> None:
+    """The gate on, and agentrun pushing with the workflow's token: its CI never runs."""
+    import os
+
+    from agentrun.commands.doctor import DEFAULT_TOKEN, WORKFLOW_TOKEN
+
+    if job.config.forge.require_checks is not None and os.environ.get(DEFAULT_TOKEN) == "true":
+        job.say(f"agentrun: warning: {WORKFLOW_TOKEN}")
+
+
 def _login(user: object) -> str:
     return str(user.get("login") or "") if isinstance(user, dict) else ""
 
@@ -142,6 +182,9 @@ HANDLERS: dict[str, Handler] = {
     "pull_request_review": reviewed,
     "pull_request": closed,
     "push": pushed,
+    "workflow_run": lambda job, payload: ci_completed(job, payload, "workflow_run"),
+    "check_suite": lambda job, payload: ci_completed(job, payload, "check_suite"),
+    "status": status_set,
     "schedule": lambda job, payload: job.sweep(),
     "workflow_dispatch": lambda job, payload: job.sweep(),
 }

@@ -210,6 +210,9 @@ def new_build(
 
     A slug is free when no build, archived build or branch has it; of two processes
     taking one at once, the one that loses the compare-and-swap takes the next."""
+    from agentrun.forge.base import check_gate_forge, forge_kind
+
+    check_gate_forge(forge_kind(repo, config.forge.kind), config.forge.require_checks)
     log = EventLog(repo)
     taken = set(log.slugs()) | set(archived(repo))
     for n in range(1, attempts + 1):

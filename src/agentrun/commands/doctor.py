@@ -39,6 +39,7 @@ class Diagnosis:
     forge_ok: bool = True
     prices: tuple[str, ...] = ()  # "price: local runs llama3 on this machine (…): $0 …"
     budgets: tuple[str, ...] = ()  # budgets no runtime can hold (unenforced_budgets)
+    checks: tuple[str, ...] = ()  # the CI gate's ([forge] require_checks), and its token
 
 
 def forge_line(repo: pygit2.Repository, config: Config) -> tuple[str, bool]:
@@ -68,6 +69,40 @@ def forge_line(repo: pygit2.Repository, config: Config) -> tuple[str, bool]:
             True,
         )
     return "forge: local (auto: origin is on neither github.com nor a GitLab host)", True
+
+
+# Said by `doctor` and by `git agentrun action` when the gate is on.
+WORKFLOW_TOKEN = (
+    "pushes made with the workflow's own token (github.token) start no workflows, so your "
+    "CI does not run on agentrun's pushes and [forge] require_checks would wait for checks "
+    "that never come: give the action a GitHub App's token (github-token; the README's "
+    "GitHub App section)"
+)
+DEFAULT_TOKEN = "AGENTRUN_DEFAULT_TOKEN"  # action.yml: "true" when github-token is github.token
+
+
+def checks_lines(repo: pygit2.Repository, config: Config, environ: Mapping[str, str]) -> list[str]:
+    """What the CI gate waits for, and whether agentrun's pushes can start that CI."""
+    from agentrun.forge.base import forge_kind
+
+    wanted = config.forge.require_checks
+    if wanted is None:
+        return []
+    kind = forge_kind(repo, config.forge.kind)
+    names = "every check" if wanted == "all" else ", ".join(wanted)
+    minutes = f"{config.forge.checks_timeout_minutes:g}"
+    if kind == "local":
+        return [f"checks: [forge] require_checks ({names}) needs a hosted forge; this is local"]
+    lines = [f"checks: ready waits for {names} on the head (a question after {minutes} min)"]
+    if kind == "github":
+        if environ.get(DEFAULT_TOKEN) == "true":
+            lines.append(f"checks: warning: {WORKFLOW_TOKEN}")
+        else:
+            lines.append(
+                "checks: note: pushes made with the workflow's own token start no workflows; "
+                "in Actions, give agentrun a GitHub App's token (the README's GitHub App section)"
+            )
+    return lines
 
 
 def price_line(name: str, runtime: RuntimeConfig, config: Config) -> str | None:
@@ -159,7 +194,9 @@ def doctor(repo: pygit2.Repository) -> Diagnosis:
     config = load_config(Path(repo.workdir)) if repo.workdir else Config()
     forge, forge_ok = forge_line(repo, config)
     budgets = tuple(unenforced_budgets(config))
-    return replace(diagnose(config), forge=forge, forge_ok=forge_ok, budgets=budgets)
+    checks = tuple(checks_lines(repo, config, os.environ))
+    found = diagnose(config)
+    return replace(found, forge=forge, forge_ok=forge_ok, budgets=budgets, checks=checks)
 
 
 def auto_pick(config: Config, environ: Mapping[str, str] | None = None) -> tuple[Config, str]:

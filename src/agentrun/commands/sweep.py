@@ -26,7 +26,7 @@ from agentrun.commands.inspect import (
 from agentrun.config import load_config
 from agentrun.errors import AgentrunError
 from agentrun.kernel import approval
-from agentrun.kernel.decide import Acknowledge, Wait, decide
+from agentrun.kernel.decide import Acknowledge, AwaitChecks, Wait, decide
 from agentrun.kernel.state import BuildState
 from agentrun.runner.deadline import TIME_LIMIT
 from agentrun.store.cache import StateCache
@@ -129,6 +129,10 @@ def _one(
         why = "its runner stopped mid-phase"
     elif isinstance(decision, Acknowledge):
         why = f"a {decision.control} request waits"
+    elif isinstance(decision, AwaitChecks):
+        from agentrun.kernel.gate import waiting_for
+
+        why = f"it waits for {waiting_for(state)}"
     elif state.runner is None:
         why = "it never ran"
     elif state.escalations and not state.open_escalations:

@@ -240,6 +240,19 @@ class ForgeConfig(_Model):
     labels: StateLabels = StateLabels()
     allow_bots: tuple[str, ...] = ()  # bot logins whose /agentrun commands are accepted
     closes_issue: bool = True  # put `Closes #N` in the proposal's body
+    # The forge's CI as a gate before ready: exact check or status names, or "all" (every
+    # check on the head but agentrun's own agentrun/<step> statuses); None: no gate.
+    require_checks: tuple[str, ...] | Literal["all"] | None = None
+    checks_timeout_minutes: float = Field(default=60, ge=0)  # for a check to appear
+
+    @field_validator("require_checks")
+    @classmethod
+    def _check_names(
+        cls, value: tuple[str, ...] | Literal["all"] | None
+    ) -> tuple[str, ...] | Literal["all"] | None:
+        if isinstance(value, tuple) and any(not name.strip() for name in value):
+            raise ValueError('a check name is the exact name of a check or status, e.g. "test"')
+        return value
 
 
 class SyncConfig(_Model):

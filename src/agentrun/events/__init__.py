@@ -41,6 +41,7 @@ from agentrun.events.build import (
     SessionEnded,
     SessionStarted,
 )
+from agentrun.events.checks import ChecksSeen, SeenCheck
 from agentrun.events.envelope import (
     EVENT_TYPES,
     SCHEMA_VERSION,
@@ -120,6 +121,7 @@ __all__ = [
     "CandidateChosen",
     "CandidateSelected",
     "CandidatesStarted",
+    "ChecksSeen",
     "CodeReviewStarted",
     "CodeReviewVerdict",
     "EscalationAnswered",
@@ -158,6 +160,7 @@ __all__ = [
     "ReconcileStarted",
     "RunnerAttached",
     "RunnerSetupFailed",
+    "SeenCheck",
     "SelectStarted",
     "SessionEnded",
     "SessionOutcome",

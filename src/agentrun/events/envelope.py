@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from agentrun.errors import InvalidEventError, MalformedEventError
-from agentrun.events import build, forge, memory, phases, tasks
+from agentrun.events import build, checks, forge, memory, phases, tasks
 from agentrun.events.base import Actor, Frozen, check_version
 from agentrun.secrets import scrub
 
@@ -78,7 +78,8 @@ Payload = Annotated[
     | tasks.CandidateChosen
     | memory.MemoryAdded
     | memory.MemoryAccepted
-    | memory.MemoryForgotten,
+    | memory.MemoryForgotten
+    | checks.ChecksSeen,
     Field(discriminator="type"),
 ]
 

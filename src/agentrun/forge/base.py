@@ -194,6 +194,11 @@ class HostedForge(Forge, Protocol):
     def reviews_since(self, number: int, after_id: int) -> builtins.list[Review]:
         """Reviews of the proposal with an id greater than ``after_id``, oldest first."""
 
+    def checks(self, sha: str) -> builtins.list[Check]:
+        """Every check and status on commit ``sha`` (agentrun's own ``agentrun/<step>``
+        statuses excluded), the newest run of each name; failures with their summary and
+        log tail (scrubbed by the caller)."""
+
 
 # (repository, stop_at): ``stop_at`` is the job's ``time.monotonic()`` deadline, or None.
 ForgeFactory = Callable[[pygit2.Repository, float | None], Forge]
@@ -255,6 +260,16 @@ def forge_token(kind: str, token: str | None, set_it: str, hint: str = "") -> st
         f"the {kind} forge needs a token: {set_it}, or pass it on the file descriptor "
         f"{TOKEN_FD} names{hint}"
     )
+
+
+def check_gate_forge(kind: str, require_checks: object) -> None:
+    """``[forge] require_checks`` waits for a hosted forge's CI: the local forge has none."""
+    if require_checks is not None and kind == "local":
+        raise ConfigError(
+            "[forge] require_checks waits for a hosted forge's CI, but this build's forge "
+            "is local: remove require_checks from .agentrun.toml, or publish to github or "
+            "gitlab ([forge] kind)"
+        )
 
 
 def require_forge(kind: str) -> None:

@@ -28,6 +28,7 @@ from agentrun.errors import ForgeError
 from agentrun.forge.base import (
     BRANCH_PREFIX,
     Access,
+    Check,
     Comment,
     CommitState,
     Issue,
@@ -277,6 +278,12 @@ class GitHubForge:
                     )
                 )
             return found
+
+    def checks(self, sha: str) -> builtins.list[Check]:
+        from agentrun.forge.github_checks import checks
+
+        with self._errors(f"read the checks on {sha[:10]}"):
+            return checks(self.gh.requester, self.repo_url, sha)
 
     # --- helpers -------------------------------------------------------------
 

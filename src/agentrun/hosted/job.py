@@ -225,6 +225,17 @@ class HostedJob:
             return self.result
         return self.say("no open builds to sweep")
 
+    def checks_done(self, sha: str) -> JobResult:
+        """CI finished on ``sha``: the builds whose head it is look at their checks again
+        (a waiting build goes on: ready, or the next round with what failed)."""
+        self.pull()
+        heads = [s for s in self.states() if s.status == "running" and s.head == sha]
+        if not heads:
+            return self.say(f"no running build's head is {sha[:10]}; nothing to do")
+        for state in heads:
+            self.run(state.slug)
+        return self.result
+
     # --- closing: merged or closed proposals archive their builds ------------------------
 
     def _finish(self, state: BuildState, number: int, merged: bool, login: str) -> bool:

@@ -6,10 +6,11 @@ No I/O, no clock, no random ids: replaying a log reproduces every decision.
 from __future__ import annotations
 
 from agentrun.config import FinalizeStep, VerifyStep
-from agentrun.kernel import approval, ladder, tasks
+from agentrun.kernel import approval, gate, ladder, tasks
 from agentrun.kernel.budget import FirstSession, over_budget
 from agentrun.kernel.decisions import (
     Acknowledge,
+    AwaitChecks,
     Cause,
     Choose,
     Climb,
@@ -38,6 +39,7 @@ from agentrun.kernel.state import BuildState, attempt_key
 # The decisions are kernel.decisions'; they are named here too, with what makes them.
 __all__ = [
     "Acknowledge",
+    "AwaitChecks",
     "Cause",
     "Choose",
     "Climb",
@@ -244,8 +246,24 @@ def _pipeline(s: BuildState) -> Decision:
         if pending:
             return _finalize_step(s, pending[0], last=len(pending) == 1)
     if s.proposal is not None and not s.proposal.ready and not s.proposal.closed:
-        return Publish("mark-ready")
+        return _checks(s) or Publish("mark-ready")
     return Complete()
+
+
+def _checks(s: BuildState) -> AwaitChecks | RaiseEscalation | None:
+    """The forge's CI gate before ready (``kernel.gate``); None: off, or passed."""
+    if not gate.enabled(s.config):
+        return None
+    seen = gate.current(s)
+    if seen is None:
+        return AwaitChecks(sha=s.head, deadline=None)
+    verdict = gate.judge(s.config, seen.checks)
+    if verdict.passed:
+        return None
+    if gate.timed_out(s, seen, verdict):
+        return _escalate(s, "checks", s.impl_round, "checks-timeout", gate.question(s, verdict))
+    # A failed check started the next round in the fold; here only the wait remains.
+    return AwaitChecks(sha=s.head, deadline=gate.deadline(s) if verdict.missing else None)
 
 
 def _attempt(s: BuildState, phase: str, round_: int) -> int:

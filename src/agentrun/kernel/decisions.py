@@ -6,13 +6,22 @@ Plain frozen dataclasses, one per kind of move; ``kernel.decide`` makes them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 
 @dataclass(frozen=True)
 class Wait:
     reason: Literal[
-        "complete", "failed", "aborted", "paused", "parked", "in-flight", "tasks", "budget"
+        "complete",
+        "failed",
+        "aborted",
+        "paused",
+        "parked",
+        "in-flight",
+        "tasks",
+        "budget",
+        "checks",
     ]
     kind: Literal["wait"] = "wait"
 
@@ -32,6 +41,7 @@ Cause = Literal[
     "empty",
     "stall",
     "plan-approval",
+    "checks-timeout",
 ]
 PhaseName = Literal["plan", "plan-review", "implement", "code-review", "reconcile", "select"]
 
@@ -92,6 +102,17 @@ class RunFinalizeStep:
 class Publish:
     operation: Literal["open-draft", "push", "mark-ready"]
     kind: Literal["publish"] = "publish"
+
+
+@dataclass(frozen=True)
+class AwaitChecks:
+    """Look at the forge's checks on ``sha`` once (``kernel.gate``): the runner records
+    ``checks.seen`` when they changed, or when ``deadline`` (when a missing check ends
+    the wait) passed since it last recorded, then waits."""
+
+    sha: str
+    deadline: datetime | None
+    kind: Literal["await-checks"] = "await-checks"
 
 
 @dataclass(frozen=True)
@@ -185,6 +206,7 @@ Decision = (
     | SkipVerify
     | RunFinalizeStep
     | Publish
+    | AwaitChecks
     | RaiseEscalation
     | Complete
     | Fail

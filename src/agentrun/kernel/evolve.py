@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from agentrun import events as ev
-from agentrun.kernel import approval, ladder, tasks
+from agentrun.kernel import approval, gate, ladder, tasks
 from agentrun.kernel.session_end import (
     Changes,
     checks_stage,
@@ -242,6 +242,8 @@ def _apply(s: BuildState, event: ev.Event) -> Changes:
             }
         case ev.MemoryAdded() | ev.MemoryAccepted() | ev.MemoryForgotten():
             return {}  # facts live in refs/agentrun/memory, folded by kernel.memory
+        case ev.ChecksSeen():
+            return gate.seen(s, p, event.ts)
         case _:
             assert_never(p)
 
@@ -346,6 +348,8 @@ def _answered(s: BuildState, p: ev.EscalationAnswered) -> Changes:
                 changes["allow_empty"] = True
             if esc.cause == "stall":
                 changes["stall"] = ()
+            if esc.cause == "checks-timeout":
+                changes.update(gate.rearmed())
             if esc.cause == "round-limit":
                 step = s.config.policy.max_review_rounds
                 if esc.phase == "plan":

@@ -118,6 +118,16 @@ class Proposal(_Frozen):
     merged: bool = False
 
 
+class ChecksGate(_Frozen):
+    """The forge's checks last seen on ``sha`` (``checks.seen``): when the wait on that
+    head began (or an answer re-armed it), and when they were last seen changed."""
+
+    sha: str
+    since: datetime
+    seen_at: datetime
+    checks: tuple[ev.SeenCheck, ...] = ()
+
+
 class TaskState(_Frozen):
     """One task of the plan's graph: its spec and the part of a build's state it has of
     its own (the fields named as in BuildState, which a task's view takes from here)."""
@@ -256,6 +266,7 @@ class BuildState(_Frozen):
     task: str | None = None  # set only in a task's (or a candidate's) view (kernel.tasks.view)
     reserved_tokens: int = 0  # a task's view: what other tasks' running sessions may spend
     reserved_usd: float = 0.0
+    checks_gate: ChecksGate | None = None  # the forge's CI on the head (kernel.gate)
 
     @property
     def open_escalations(self) -> tuple[Escalation, ...]:
@@ -283,7 +294,7 @@ class BuildState(_Frozen):
 
     @property
     def state_name(self) -> str:
-        """What `status` shows: running, parked, paused, complete, failed or aborted."""
+        """What `status` shows: running, parked, waiting, paused, complete, failed or aborted."""
         if self.status != "running":
             return self.status
         if self.paused:
@@ -295,7 +306,23 @@ class BuildState(_Frozen):
             asked = {e.task for e in self.open_escalations}
             if pending and all(t.id in asked for t in pending):
                 return "parked"
+        if self.waits_for_checks:
+            return "waiting"
         return "running"
+
+    @property
+    def waits_for_checks(self) -> bool:
+        """Done but for the forge's CI, seen on the head and not yet passed (kernel.gate)."""
+        gate = self.checks_gate
+        proposal = self.proposal
+        return (
+            self.stage == "done"
+            and gate is not None
+            and gate.sha == self.head
+            and proposal is not None
+            and not proposal.ready
+            and not proposal.closed
+        )
 
     @property
     def phase_label(self) -> str:

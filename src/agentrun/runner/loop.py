@@ -29,6 +29,7 @@ from agentrun.kernel import approval
 from agentrun.kernel import runner as kernel_runner
 from agentrun.kernel.decide import (
     Acknowledge,
+    AwaitChecks,
     Choose,
     Decision,
     Integrate,
@@ -47,7 +48,7 @@ from agentrun.kernel.decide import (
 from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import BuildState
 from agentrun.kernel.tasks import branch_of
-from agentrun.runner import setup
+from agentrun.runner import gate, setup
 from agentrun.runner.basecheck import base_moved, base_unpushed
 from agentrun.runner.build import BuildHandle, LogTamperedError, Observer, Silent
 from agentrun.runner.candidates import choose
@@ -101,6 +102,7 @@ class Runner:
         self._deadline = Deadline(None)
         self._pool = TaskPool(repo, slug, self.remote)
         self.ready: tuple[str, ...] = ()  # with fan_out: the tasks left for other jobs
+        self._looked: set[str] = set()  # heads whose CI this run looked at (once each)
 
     def run(self, acknowledge_only: bool = False) -> Outcome:
         """Execute decisions until ``wait``; with ``acknowledge_only``, only controls."""
@@ -217,12 +219,18 @@ class Runner:
             first = self._decide(build)
             if isinstance(first, Wait) and first.reason != "in-flight":
                 return Outcome(state, first.reason)  # nothing to do: nothing is appended
-        if not acknowledge_only:
+        # A run that only looks at a waiting build's CI, and finds nothing new, leaves the
+        # log as it was: the runner attaches before its first other work.
+        attach = not acknowledge_only
+        if attach and not isinstance(self._decide(build), AwaitChecks):
             self._attach(build)
+            attach = False
         while True:
             beat.check()
             state = build.refresh()
             decision = self._decide(build)
+            if isinstance(decision, AwaitChecks) and decision.sha in self._looked:
+                decision = Wait("checks")  # the next run (a sweep, a CI trigger) looks again
             if isinstance(decision, Wait):
                 publisher.sync_status()
                 return Outcome(state, decision.reason)
@@ -234,6 +242,10 @@ class Runner:
                 return Outcome(state, "not-acknowledged")
             if self._deadline.reached:
                 return Outcome(state, TIME_LIMIT)
+            if attach and not isinstance(decision, AwaitChecks):
+                self._attach(build)
+                attach = False
+                continue  # decided again on the attached state
             publisher.sync_status()  # show what is about to run (a no-op when unchanged)
             try:
                 with self._deadline.phase():
@@ -291,6 +303,13 @@ class Runner:
                 publisher.publish(decision.operation)
             except ForgeError as exc:
                 build.append([kernel_runner.setup_failed(f"forge: {exc}")])
+        elif isinstance(decision, AwaitChecks):
+            self._looked.add(decision.sha)
+            try:
+                gate.look(build, publisher.forge, decision)
+            except ForgeError as exc:
+                # Nothing is recorded: the build waits, and the next run looks again.
+                self.observer.warning(f"build {self.slug}: cannot read the CI checks: {exc}")
         elif isinstance(decision, RunTasks):
             self._pool.run(decision, self.stop_at)
             if self._pool.failures:

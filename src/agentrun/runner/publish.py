@@ -32,7 +32,7 @@ from agentrun.events import (
     VerifyCompleted,
 )
 from agentrun.forge import Forge, open_forge
-from agentrun.forge.base import HostedForge, forge_kind
+from agentrun.forge.base import HostedForge, check_gate_forge, forge_kind
 from agentrun.kernel import approval
 from agentrun.kernel.draft import Draft
 from agentrun.kernel.runner import published
@@ -87,8 +87,9 @@ class Publisher:
     @property
     def forge(self) -> Forge:
         if self._forge is None:
-            kind = self.build.state.config.forge.kind
-            self._forge = open_forge(self.repo, kind, self.stop_at)
+            config = self.build.state.config
+            check_gate_forge(forge_kind(self.repo, config.forge.kind), config.forge.require_checks)
+            self._forge = open_forge(self.repo, config.forge.kind, self.stop_at)
         return self._forge
 
     def publish(self, operation: str) -> None:

@@ -141,6 +141,7 @@ def state_label(state: BuildState) -> str | None:
     labels = state.config.forge.labels
     return {
         "running": labels.running,
+        "waiting": labels.running,  # for the forge's CI: still in progress
         "parked": labels.parked,
         "paused": labels.parked,
         "complete": labels.done,
@@ -247,6 +248,10 @@ def _checklist(state: BuildState) -> list[str]:
 def _outcome(state: BuildState) -> list[str]:
     if state.status == "aborted":
         return ["", "The build was aborted."]
+    if state.waits_for_checks and not state.open_escalations:
+        from agentrun.kernel.gate import waiting_for
+
+        return ["", f"Waiting for {waiting_for(state)}, before ready for review."]
     if state.status != "failed":
         return []
     text = f"**The build failed:** {clip(state.reason, 500)}"
