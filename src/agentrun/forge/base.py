@@ -194,6 +194,11 @@ class HostedForge(Forge, Protocol):
     def reviews_since(self, number: int, after_id: int) -> builtins.list[Review]:
         """Reviews of the proposal with an id greater than ``after_id``, oldest first."""
 
+    def checks(self, sha: str) -> builtins.list[Check]:
+        """Every check and status on commit ``sha`` (agentrun's own ``agentrun/<step>``
+        statuses excluded), the newest run of each name; failures with their summary and
+        log tail (scrubbed by the caller)."""
+
 
 # (repository, stop_at): ``stop_at`` is the job's ``time.monotonic()`` deadline, or None.
 ForgeFactory = Callable[[pygit2.Repository, float | None], Forge]

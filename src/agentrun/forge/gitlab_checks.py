@@ -1,0 +1,114 @@
+"""GitLab's pipelines, jobs and commit statuses on a commit as the CI gate's ``Check``.
+
+One check per name, the newest run of it: jobs and commit statuses are one kind of
+object on GitLab (one id sequence), so the highest id of a name wins, whether it is a
+retried job, a job of a newer pipeline on the same commit, or an external status.
+agentrun's own ``agentrun/<step>`` statuses are not checks, nor is the job running
+agentrun itself (``CI_JOB_ID``: a job in the build branch's own pipeline would wait for
+itself).
+
+What a job's status means for the gate, as GitLab's own pipeline status would have it:
+
+- ``success`` passes; ``failed`` and ``canceled`` fail;
+- ``created``, ``pending``, ``running``, ``waiting_for_resource``, ``preparing``,
+  ``waiting_for_callback``, ``canceling`` and ``scheduled`` (a delayed job) are pending;
+- a job that may fail (``allow_failure``) never holds the gate: failed, or ``manual``
+  and never run, it passes, with GitLab's word as its conclusion. A ``manual`` job that
+  may not fail blocks its pipeline on GitLab: it is pending until someone runs it (the
+  gate's timeout still applies);
+- ``skipped`` takes its pipeline's outcome: a job skipped in a pipeline that passed (a
+  ``when: on_failure`` job) passes, one skipped in a pipeline that failed (a later stage
+  after a failure) fails, and while the pipeline runs it is pending.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from agentrun.forge.base import BRANCH_PREFIX, Check, CheckState
+
+LOG_TAIL = 2000  # characters of a failed job's trace kept for the next round's feedback
+PENDING = frozenset(
+    {
+        "created",
+        "pending",
+        "running",
+        "waiting_for_resource",
+        "preparing",
+        "waiting_for_callback",
+        "canceling",
+        "scheduled",
+    }
+)
+FAILED = frozenset({"failed", "canceled"})
+FINISHED = frozenset({"success", "failed", "canceled", "skipped"})  # a pipeline's end
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_SECTION = re.compile(r"section_(?:start|end):\d+:[^\r\n]*?\r(?:\x1b\[0K)?")
+
+
+def state_of(item: Mapping[str, Any], pipeline_status: str | None) -> CheckState:
+    """What one job (or commit status) means for the gate; ``pipeline_status``: the status
+    of the pipeline it belongs to, when known."""
+    status = str(item.get("status") or "")
+    optional = bool(item.get("allow_failure"))
+    if status == "success":
+        return "success"
+    if status in FAILED:
+        return "success" if optional and status == "failed" else "failure"
+    if status == "manual":
+        return "success" if optional else "pending"
+    if status == "skipped":
+        if pipeline_status in FAILED:
+            return "failure"
+        return "success" if pipeline_status in FINISHED or pipeline_status is None else "pending"
+    return "pending"  # PENDING, and any status GitLab adds later: never a pass
+
+
+def newest(
+    jobs: Iterable[Mapping[str, Any]], statuses: Iterable[Mapping[str, Any]], own_job: str
+) -> list[Mapping[str, Any]]:
+    """The newest job or commit status of each name, agentrun's own and ``own_job`` (an
+    id) left out, by name."""
+    best: dict[str, Mapping[str, Any]] = {}
+    for item in (*jobs, *statuses):
+        name = str(item.get("name") or "")
+        if not name or name.startswith(BRANCH_PREFIX) or str(item.get("id")) == own_job:
+            continue
+        known = best.get(name)
+        if known is None or int(item.get("id") or 0) > int(known.get("id") or 0):
+            best[name] = item
+    return [best[name] for name in sorted(best)]
+
+
+def check_of(item: Mapping[str, Any], state: CheckState, log: str = "") -> Check:
+    """A ``Check`` of a job or commit status; a failure's summary is GitLab's
+    ``failure_reason`` (a job's) or description (a status's)."""
+    status = str(item.get("status") or "")
+    conclusion = status
+    if status == "failed" and state == "success":
+        conclusion = "failed (allowed to fail)"
+    elif status == "manual" and state == "success":
+        conclusion = "manual (not run, allowed to fail)"
+    summary = ""
+    if state == "failure":
+        reason = str(item.get("failure_reason") or item.get("description") or "")
+        summary = reason.replace("_", " ") if item.get("failure_reason") else reason
+    url = str(item.get("web_url") or item.get("target_url") or "")
+    return Check(
+        name=str(item.get("name") or ""),
+        state=state,
+        conclusion=conclusion,
+        summary=summary,
+        log_tail=log[-LOG_TAIL:] if state == "failure" else "",
+        url=url,
+    )
+
+
+def trace_text(raw: bytes) -> str:
+    """A job's trace as plain text: without the runner's colours and collapsible-section
+    markers (``section_start:TIME:NAME``), which are noise in a prompt."""
+    text = raw.decode("utf-8", "replace")
+    text = _SECTION.sub("", text)
+    return _ANSI.sub("", text).replace("\r\n", "\n")
