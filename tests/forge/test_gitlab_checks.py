@@ -150,10 +150,13 @@ def test_the_job_running_agentrun_is_not_a_check_it_waits_for(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     sha = _sha(local)
-    pipeline = api.ci.add_pipeline(sha, BRANCH, "running")
-    api.ci.add_job(pipeline, "test", "success")
-    own = api.ci.add_job(pipeline, "agentrun-continue", "running", stage=".post")
-    monkeypatch.setenv("CI_JOB_ID", str(own))
+    branch = api.ci.add_pipeline(sha, BRANCH, "running")
+    api.ci.add_job(branch, "test", "success")
+    api.ci.add_job(branch, "agentrun-checks", "running", stage=".post")
+    # Its twin in the merge request's pipeline of the same commit, waiting its turn.
+    request = api.ci.add_pipeline(sha, "refs/merge-requests/1/head", "running")
+    api.ci.add_job(request, "agentrun-checks", "pending", stage=".post")
+    monkeypatch.setenv("CI_JOB_NAME", "agentrun-checks")
 
     assert [c.name for c in forge.checks(sha)] == ["test"]
 

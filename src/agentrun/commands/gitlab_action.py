@@ -15,7 +15,13 @@ holding the trigger token can post any body, so the payload only says where to l
   from the payload;
 - a scheduled pipeline (``CI_PIPELINE_SOURCE=schedule``) starts the labeled issues that
   have no build yet, archives builds whose merge request closed, steers every open
-  build, then sweeps.
+  build, then sweeps;
+- a build branch's own pipeline (a push to ``agentrun/*``: the example's last-stage job)
+  and a ``pipeline`` event of a finished pipeline on a build branch continue the builds
+  whose head is that commit: the CI gate reads the checks again (``continue_head``).
+  GitLab refuses a pipeline event at the trigger URL (403: a pipeline hook triggering
+  pipelines would loop), so the last-stage job is the way in; the payload is read when
+  something else hands it over.
 
 What the job does is forge-neutral (``agentrun.hosted.job``); ``$AGENTRUN_OUTPUT``, when
 set, gets ``slug``, ``pr-url`` and ``state`` as a dotenv file however the job ends.
@@ -23,6 +29,7 @@ set, gets ``slug``, ``pr-url`` and ``state`` as a dotenv file however the job en
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -37,8 +44,11 @@ from agentrun.hosted.site import Site, payload_at
 FORGE = "gitlab"
 OUTPUT = "AGENTRUN_OUTPUT"  # a dotenv report the job declares (the example's)
 SWEEPS = ("schedule", "web", "api")  # pipelines started by a schedule or by hand: sweep
+PUSHED = ("push", "merge_request_event")  # a build branch's own pipeline: its checks ran
+ENDED = ("success", "failed", "canceled", "skipped", "manual")  # manual: blocked on a person
 # Who may have added a label on GitLab: Reporter (TRIAGE) or above.
 LABELS = Access.TRIAGE
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # SHA-1, or SHA-256 repositories
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,7 @@ class GitLabEvent:
     payload: dict[str, Any]
     project: str  # CI_PROJECT_PATH: group/name
     default_branch: str = ""  # CI_DEFAULT_BRANCH
+    head: str = ""  # CI_COMMIT_SHA of a build branch's own pipeline
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> GitLabEvent:
@@ -61,18 +72,28 @@ class GitLabEvent:
         source = environ.get("CI_PIPELINE_SOURCE", "")
         payload: dict[str, Any] = {}
         path = environ.get("TRIGGER_PAYLOAD")
+        branch = environ.get("CI_COMMIT_BRANCH") or environ.get(
+            "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME", ""
+        )
+        head = ""
         if path:
             payload = payload_at(path, "webhook payload")
+        elif source in PUSHED and branch.startswith(BRANCH_PREFIX):
+            head = environ.get("CI_COMMIT_SHA", "")
+            payload = {"sha": head, "ref": branch, "id": environ.get("CI_PIPELINE_ID", "")}
         elif source not in SWEEPS:
             raise AgentrunError(
                 f"TRIGGER_PAYLOAD is not set for a {source or 'pushed'} pipeline: point a "
                 "project webhook at the pipeline trigger URL, or schedule the pipeline"
             )
-        return cls(source, payload, project, environ.get("CI_DEFAULT_BRANCH", ""))
+        return cls(source, payload, project, environ.get("CI_DEFAULT_BRANCH", ""), head)
 
     @property
     def kind(self) -> str:
-        """The webhook's ``object_kind``; ``sweep`` for a pipeline without one."""
+        """The webhook's ``object_kind``; ``sweep`` for a pipeline without one, and
+        ``build_pipeline`` for a build branch's own."""
+        if self.head:
+            return "build_pipeline"
         if not self.payload:
             return "sweep"
         return str(self.payload.get("object_kind") or "")
@@ -141,6 +162,50 @@ def sweep(job: HostedJob) -> JobResult:
     return job.sweep()
 
 
+def pipeline_ended(job: HostedJob, payload: dict[str, Any]) -> JobResult:
+    """A ``pipeline`` event: when the pipeline ended on a build branch, continue the builds
+    whose head is its commit. Only the commit is taken from the payload; the checks are
+    read from the API."""
+    attributes = _object(payload.get("object_attributes"))
+    sha = str(attributes.get("sha") or "")
+    if not _SHA.fullmatch(sha):
+        raise AgentrunError("the pipeline webhook payload names no commit sha")
+    number, status = attributes.get("id"), str(attributes.get("status") or "")
+    if status not in ENDED:
+        return job.say(
+            f"ignored: pipeline {number} is {status or 'in no state'}; its end continues it"
+        )
+    request = _object(payload.get("merge_request"))
+    branch = str(request.get("source_branch") or attributes.get("ref") or "")
+    if not branch.startswith(BRANCH_PREFIX):
+        return job.say(
+            f"pipeline {number} ran on {branch!r}, not an agentrun build's branch; nothing to do"
+        )
+    return continue_head(job, sha, f"pipeline {number} {status}")
+
+
+def build_pipeline(job: HostedJob, payload: dict[str, Any]) -> JobResult:
+    """A job at the end of a build branch's own pipeline: its checks have run."""
+    return continue_head(job, str(payload["sha"]), f"pipeline {payload['id']} of {payload['ref']}")
+
+
+def continue_head(job: HostedJob, sha: str, what: str) -> JobResult:
+    """Continue the builds whose head is ``sha`` (``what`` says which pipeline ended).
+
+    For now a sweep: it runs every build that has work, the ones waiting on these checks
+    among them, so a build whose head moved on is not run here for nothing."""
+    job.pull()
+    heads = [s.slug for s in job.states() if sha in (s.published_head, s.head)]
+    if not heads:
+        return job.say(f"{what}: no agentrun build's head is {sha[:10]}; nothing to do")
+    job.say(f"{what} on the head of {', '.join(heads)}: continuing")
+    return job.sweep()
+
+
+def _object(found: Any) -> Mapping[str, Any]:
+    return found if isinstance(found, dict) else {}
+
+
 def _iid_of(number: int) -> int:
     """The iid a merge request's forge number stands for (``gitlab_site``)."""
     return split(number)[1]
@@ -165,6 +230,8 @@ HANDLERS: dict[str, Handler] = {
     "note": noted,
     "merge_request": merge_request_changed,
     "sweep": lambda job, payload: sweep(job),
+    "pipeline": pipeline_ended,
+    "build_pipeline": build_pipeline,
 }
 EVENT = GitLabEvent
 # A pipeline's `parallel:matrix` is fixed when the pipeline is created, so it cannot be

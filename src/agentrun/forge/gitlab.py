@@ -339,7 +339,7 @@ class GitLabForge:
                 s.attributes for s in commit.statuses.list(get_all=True) if int(s.id) not in seen
             ]
         found = []
-        for item in newest(jobs, statuses, os.environ.get("CI_JOB_ID", "")):
+        for item in newest(jobs, statuses, os.environ.get("CI_JOB_NAME", "")):
             parent = item.get("pipeline")
             pipeline_id = parent.get("id") if isinstance(parent, dict) else item.get("pipeline_id")
             state = state_of(item, outcome.get(int(pipeline_id)) if pipeline_id else None)

@@ -4,8 +4,8 @@ One check per name, the newest run of it: jobs and commit statuses are one kind 
 object on GitLab (one id sequence), so the highest id of a name wins, whether it is a
 retried job, a job of a newer pipeline on the same commit, or an external status.
 agentrun's own ``agentrun/<step>`` statuses are not checks, nor is the job running
-agentrun itself (``CI_JOB_ID``: a job in the build branch's own pipeline would wait for
-itself).
+agentrun (``CI_JOB_NAME``, any run of it: a job at the end of the build branch's own
+pipeline would wait for itself, or for its twin in the merge request's pipeline).
 
 What a job's status means for the gate, as GitLab's own pipeline status would have it:
 
@@ -69,12 +69,12 @@ def state_of(item: Mapping[str, Any], pipeline_status: str | None) -> CheckState
 def newest(
     jobs: Iterable[Mapping[str, Any]], statuses: Iterable[Mapping[str, Any]], own_job: str
 ) -> list[Mapping[str, Any]]:
-    """The newest job or commit status of each name, agentrun's own and ``own_job`` (an
-    id) left out, by name."""
+    """The newest job or commit status of each name, by name; agentrun's own statuses and
+    the runs of ``own_job`` (the name of the job asking) left out."""
     best: dict[str, Mapping[str, Any]] = {}
     for item in (*jobs, *statuses):
         name = str(item.get("name") or "")
-        if not name or name.startswith(BRANCH_PREFIX) or str(item.get("id")) == own_job:
+        if not name or name.startswith(BRANCH_PREFIX) or name == own_job:
             continue
         known = best.get(name)
         if known is None or int(item.get("id") or 0) > int(known.get("id") or 0):
