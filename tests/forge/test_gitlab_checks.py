@@ -60,6 +60,21 @@ def test_a_passing_and_a_failing_job_with_its_reason_and_trace_tail(
     }
 
 
+def test_an_erased_trace_leaves_the_failure_without_a_tail(
+    forge: GitLabForge,  # noqa: F811
+    api: GitLabAPI,  # noqa: F811
+    local: pygit2.Repository,  # noqa: F811
+) -> None:
+    sha = _sha(local)
+    job = api.ci.add_job(api.ci.add_pipeline(sha, BRANCH, "failed"), "test", "failed")
+    del api.ci.traces[job]  # GitLab answers 404 for it
+
+    [found] = forge.checks(sha)
+
+    assert (found.state, found.summary, found.log_tail) == ("failure", "", "")
+    assert [r.status for r in api.find("GET", r"/api/v4/projects/.+/jobs/\d+/trace")] == [404]
+
+
 def test_the_newest_run_of_a_name_wins_across_retries_and_pipelines(
     forge: GitLabForge,  # noqa: F811
     api: GitLabAPI,  # noqa: F811

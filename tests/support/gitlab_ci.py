@@ -120,7 +120,7 @@ class CIState:
             return 200, sorted(jobs, key=lambda j: int(j["id"]), reverse=True)
         if route == "/projects/{id}/jobs/{job_id}/trace":
             job_id = int(p["job_id"])
-            if job_id not in self.jobs:
+            if job_id not in self.jobs or job_id not in self.traces:  # erased, or expired
                 return 404, {"message": "404 Not found"}
             return 200, Text(self.traces[job_id])
         if route == "/projects/{id}/repository/commits/{sha}/statuses":

@@ -320,46 +320,13 @@ class GitLabForge:
         """The jobs of every pipeline on ``sha`` and its external commit statuses, the
         newest of each name, as the gate reads them (``gitlab_checks``); a failed job
         with its ``failure_reason`` and the tail of its trace."""
-        from agentrun.forge.gitlab_checks import check_of, newest, state_of
+        from agentrun.forge.gitlab_checks import read_checks
 
-        with self._errors(f"read the pipelines of {sha[:10]}"):
-            pipelines = self.project.pipelines.list(
-                sha=sha, order_by="id", sort="desc", get_all=True
-            )
-            outcome: dict[int, str] = {}
-            jobs: builtins.list[dict[str, Any]] = []
-            for pipeline in pipelines:
-                outcome[int(pipeline.id)] = str(pipeline.attributes.get("status") or "")
-                listed = pipeline.jobs.list(get_all=True)  # retried runs left out by GitLab
-                jobs += [job.attributes for job in listed]
-            commit = self.project.commits.get(sha, lazy=True)
-            # Jobs are commit statuses too: the ones read as jobs above are not read twice.
-            seen = {int(job["id"]) for job in jobs}
-            statuses = [
-                s.attributes for s in commit.statuses.list(get_all=True) if int(s.id) not in seen
-            ]
-        found = []
-        for item in newest(jobs, statuses, os.environ.get("CI_JOB_NAME", "")):
-            parent = item.get("pipeline")
-            pipeline_id = parent.get("id") if isinstance(parent, dict) else item.get("pipeline_id")
-            state = state_of(item, outcome.get(int(pipeline_id)) if pipeline_id else None)
-            failed_job = state == "failure" and int(item["id"]) in seen
-            found.append(
-                check_of(item, state, self._trace_tail(int(item["id"])) if failed_job else "")
-            )
-        return found
+        def by_id() -> Any:  # the trace endpoint takes the project's numeric id only
+            return self.gl.projects.get(self._numeric_id(), lazy=True)
 
-    def _trace_tail(self, job_id: int) -> str:
-        """The end of job ``job_id``'s trace, read as a stream (a trace can be megabytes);
-        the trace endpoint takes the project's numeric id only."""
-        from agentrun.forge.gitlab_checks import LOG_TAIL, trace_text
-
-        job = self.gl.projects.get(self._numeric_id(), lazy=True).jobs.get(job_id, lazy=True)
-        tail = b""
-        with self._errors(f"read the trace of job {job_id}"):
-            for chunk in job.trace(iterator=True):
-                tail = (tail + bytes(chunk))[-LOG_TAIL * 4 :]  # UTF-8: 4 bytes a character at most
-        return trace_text(tail)[-LOG_TAIL:]
+        with self._errors(f"read the checks of {sha[:10]}"):
+            return read_checks(self.project, by_id, sha, os.environ.get("CI_JOB_NAME", ""))
 
     # --- helpers -------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""GitLab's pipelines, jobs and commit statuses on a commit as the CI gate's ``Check``.
+"""GitLab's pipelines, jobs and commit statuses on a commit as the CI gate's ``Check``,
+read with python-gitlab (its pagination; the retries of ``gitlab_http``).
 
 One check per name, the newest run of it: jobs and commit statuses are one kind of
 object on GitLab (one id sequence), so the highest id of a name wins, whether it is a
@@ -24,7 +25,7 @@ What a job's status means for the gate, as GitLab's own pipeline status would ha
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from agentrun.forge.base import BRANCH_PREFIX, Check, CheckState
@@ -46,6 +47,45 @@ FAILED = frozenset({"failed", "canceled"})
 FINISHED = frozenset({"success", "failed", "canceled", "skipped"})  # a pipeline's end
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _SECTION = re.compile(r"section_(?:start|end):\d+:[^\r\n]*?\r(?:\x1b\[0K)?")
+
+
+def read_checks(project: Any, by_id: Callable[[], Any], sha: str, own_job: str) -> list[Check]:
+    """The checks on ``sha`` of python-gitlab's ``project`` (``by_id``: the same project
+    under its numeric id); ``own_job``: the name of the job asking, if any."""
+    outcome: dict[int, str] = {}
+    jobs: list[dict[str, Any]] = []
+    for pipeline in project.pipelines.list(sha=sha, order_by="id", sort="desc", get_all=True):
+        outcome[int(pipeline.id)] = str(pipeline.attributes.get("status") or "")
+        jobs += [job.attributes for job in pipeline.jobs.list(get_all=True)]  # no retried runs
+    # Jobs are commit statuses too: the ones read as jobs are not read again.
+    seen = {int(job["id"]) for job in jobs}
+    listed = project.commits.get(sha, lazy=True).statuses.list(get_all=True)
+    statuses = [s.attributes for s in listed if int(s.id) not in seen]
+    found = []
+    for item in newest(jobs, statuses, own_job):
+        parent = item.get("pipeline")
+        pipeline_id = parent.get("id") if isinstance(parent, dict) else item.get("pipeline_id")
+        state = state_of(item, outcome.get(int(pipeline_id)) if pipeline_id else None)
+        failed_job = state == "failure" and int(item["id"]) in seen
+        found.append(
+            check_of(item, state, _trace_tail(by_id(), int(item["id"])) if failed_job else "")
+        )
+    return found
+
+
+def _trace_tail(project: Any, job_id: int) -> str:
+    """The end of a job's trace, read as a stream: a trace can be megabytes. An erased or
+    expired trace (404) is no tail, not a failure to read the checks."""
+    from gitlab.exceptions import GitlabGetError
+
+    tail = b""
+    try:
+        for chunk in project.jobs.get(job_id, lazy=True).trace(iterator=True):
+            tail = (tail + bytes(chunk))[-LOG_TAIL * 4 :]  # UTF-8: 4 bytes a character at most
+    except GitlabGetError as exc:
+        if exc.response_code != 404:
+            raise
+    return trace_text(tail)[-LOG_TAIL:]
 
 
 def state_of(item: Mapping[str, Any], pipeline_status: str | None) -> CheckState:
