@@ -117,3 +117,19 @@ def test_a_malformed_pipeline_payload_is_one_line_and_exit_1(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and said in lines[0], done.stderr
     assert remote_slugs(site) == []
+
+
+def test_a_build_branchs_pipeline_without_a_commit_sha_is_one_line_and_exit_1(
+    tmp_path: Path, api: GitLabAPI
+) -> None:
+    site = Site(tmp_path, api)  # type: ignore[arg-type]
+    site.configure([], VERIFY)
+    own = {"CI_COMMIT_BRANCH": BRANCH, "CI_COMMIT_SHA": "", "CI_PIPELINE_ID": "77"}
+
+    done = Pipeline(site.clone(), api, None, "push", own).run("--forge", "gitlab")
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (
+        done.stderr.strip()
+        == f"agentrun: CI_COMMIT_SHA names no commit for the pipeline of {BRANCH}"
+    )

@@ -80,6 +80,8 @@ class GitLabEvent:
             payload = payload_at(path, "webhook payload")
         elif source in PUSHED and branch.startswith(BRANCH_PREFIX):
             head = environ.get("CI_COMMIT_SHA", "")
+            if not _SHA.fullmatch(head):
+                raise AgentrunError(f"CI_COMMIT_SHA names no commit for the pipeline of {branch}")
             payload = {"sha": head, "ref": branch, "id": environ.get("CI_PIPELINE_ID", "")}
         elif source not in SWEEPS:
             raise AgentrunError(
@@ -192,8 +194,9 @@ def build_pipeline(job: HostedJob, payload: dict[str, Any]) -> JobResult:
 def continue_head(job: HostedJob, sha: str, what: str) -> JobResult:
     """Continue the builds whose head is ``sha`` (``what`` says which pipeline ended).
 
-    For now a sweep: it runs every build that has work, the ones waiting on these checks
-    among them, so a build whose head moved on is not run here for nothing."""
+    For now this is the sweep, which runs every build that has work, these among them;
+    a pipeline on no build's head runs nothing (the CI gate's own entry point, once
+    there, takes the sweep's place)."""
     job.pull()
     heads = [s.slug for s in job.states() if sha in (s.published_head, s.head)]
     if not heads:
