@@ -81,3 +81,23 @@ def test_the_script_is_a_command_agentrun_has(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_a_build_branchs_own_pipeline_ends_with_the_job_that_continues_its_build() -> None:
+    data = yaml.safe_load(EXAMPLE.read_text())
+    checks, main = data["agentrun-checks"], job()
+    assert checks["stage"] == ".post"  # after every job of the pipeline, failed or not
+    assert checks["rules"] == [
+        {
+            "if": '$CI_PIPELINE_SOURCE == "push" && $CI_COMMIT_BRANCH =~ /^agentrun\\//',
+            "when": "always",
+        }
+    ]
+    assert (checks["script"], checks["resource_group"]) == (main["script"], "agentrun")
+    assert checks["variables"]["GIT_DEPTH"] == "0"
+    ref = "${CI_DEFAULT_BRANCH}"
+    fetch = f'git fetch -q origin "+refs/heads/{ref}:refs/remotes/origin/{ref}"'
+    assert fetch in checks["before_script"]  # a branch pipeline fetches its own branch only
+    assert [s for s in checks["before_script"] if s.startswith("git remote set-url")] == [
+        'git remote set-url origin "${CI_SERVER_URL}/${CI_PROJECT_PATH}.git"'
+    ]

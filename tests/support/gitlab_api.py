@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+from support.gitlab_ci import Text
 from support.gitlab_spec import Description
 from support.gitlab_state import (
     BOT,
@@ -184,9 +185,10 @@ def _handler(api: GitLabAPI) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             status, headers, answer = api.handle(self.command, self.path, self.headers, raw)
-            data = json.dumps(answer).encode()
+            text = isinstance(answer, Text)  # a job's trace
+            data = answer.encode() if text else json.dumps(answer).encode()
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "text/plain" if text else "application/json")
             self.send_header("Content-Length", str(len(data)))
             for key, value in headers.items():
                 self.send_header(key, value)

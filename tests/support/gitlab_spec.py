@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 SPEC = Path(__file__).parent / "gitlab" / "api-v4-subset.json"
+CI_SPEC = SPEC.with_name("api-v4-ci.json")  # the pipelines, jobs and trace the CI gate reads
 _P = {"name": "id", "in": "path", "type": "string", "required": True}
 _PAGES = [
     {"name": "page", "in": "query", "type": "integer"},
@@ -103,7 +104,11 @@ class Description:
     breaks the description."""
 
     def __init__(self) -> None:
-        self.spec = {**json.loads(SPEC.read_text())["endpoints"], **DOCUMENTED}
+        self.spec = {
+            **json.loads(SPEC.read_text())["endpoints"],
+            **json.loads(CI_SPEC.read_text())["endpoints"],
+            **DOCUMENTED,
+        }
         self._routes = [(key, *_template(key)) for key in self.spec]
 
     def pages(self, endpoint: str) -> bool:

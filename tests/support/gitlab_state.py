@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pygit2
+from support.gitlab_ci import CIState
 
 TESTDATA = Path("/usr/share/gocode/src/github.com/xanzy/go-gitlab/testdata")
 TOKEN = "glpat-FAKE0123456789abcdef"
@@ -75,6 +76,7 @@ class GitLabState:
         hook = _testdata("webhooks/note_issue.json")
         self.project = {**hook["project"], "id": PROJECT_ID, "path_with_namespace": PROJECT}
         self.bot = self.add_user(BOT, bot=True)
+        self.ci = CIState(url, PROJECT, PROJECT_ID, self._now)  # pipelines and jobs
 
     # --- state the tests set up ------------------------------------------------
 
@@ -211,6 +213,10 @@ class GitLabState:
             }
         if route == "/projects/{id}/statuses/{sha}":
             return self._status(p["sha"], body)
+        if route.startswith(("/projects/{id}/pipelines", "/projects/{id}/jobs")) or (
+            route == "/projects/{id}/repository/commits/{sha}/statuses"
+        ):
+            return self.ci.answer(route, p, query, self.statuses.get(p.get("sha", ""), []))
         if route.startswith("/projects/{id}/merge_requests"):
             return self._mr_route(method, route, p, query, body)
         if route == "/projects/{id}/issues":
@@ -410,7 +416,7 @@ class GitLabState:
                 f"Cannot transition status via :{verb} from :{body['state']} (Reason(s): {why})",
             )
         status = {
-            "id": sum(len(v) for v in self.statuses.values()) + 1,
+            "id": self.ci.next_id(),  # jobs and statuses share GitLab's ids
             "sha": sha,
             "ref": body.get("ref"),
             "status": body["state"],
@@ -422,6 +428,7 @@ class GitLabState:
             "finished_at": None,
             "allow_failure": False,
             "coverage": None,
+            "pipeline_id": None,
             "author": _short(self.bot),
         }
         self.statuses.setdefault(sha, []).append(status)

@@ -18,7 +18,13 @@ holding the trigger token can post any body, so the payload only says where to l
   of the commits the branch gained, unless the hook did, and runs them;
 - a scheduled pipeline (``CI_PIPELINE_SOURCE=schedule``) starts the labeled issues that
   have no build yet, archives builds whose merge request closed, steers every open
-  build, then sweeps.
+  build, then sweeps;
+- a build branch's own pipeline (a push to ``agentrun/*``: the example's last-stage job)
+  and a ``pipeline`` event of a finished pipeline on a build branch continue the builds
+  whose head is that commit: the CI gate reads the checks again (``continue_head``).
+  GitLab refuses a pipeline event at the trigger URL (403: a pipeline hook triggering
+  pipelines would loop), so the last-stage job is the way in; the payload is read when
+  something else hands it over.
 
 What the job does is forge-neutral (``agentrun.hosted.job``); ``$AGENTRUN_OUTPUT``, when
 set, gets ``slug``, ``pr-url`` and ``state`` as a dotenv file however the job ends.
@@ -26,6 +32,7 @@ set, gets ``slug``, ``pr-url`` and ``state`` as a dotenv file however the job en
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -40,8 +47,11 @@ from agentrun.hosted.site import Site, payload_at
 FORGE = "gitlab"
 OUTPUT = "AGENTRUN_OUTPUT"  # a dotenv report the job declares (the example's)
 SWEEPS = ("schedule", "web", "api")  # pipelines started by a schedule or by hand: sweep
+PUSHED = ("push", "merge_request_event")  # a build branch's own pipeline: its checks ran
+ENDED = ("success", "failed", "canceled", "skipped", "manual")  # manual: blocked on a person
 # Who may have added a label on GitLab: Reporter (TRIAGE) or above.
 LABELS = Access.TRIAGE
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # SHA-1, or SHA-256 repositories
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,7 @@ class GitLabEvent:
     payload: dict[str, Any]
     project: str  # CI_PROJECT_PATH: group/name
     default_branch: str = ""  # CI_DEFAULT_BRANCH
+    head: str = ""  # CI_COMMIT_SHA of a build branch's own pipeline
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> GitLabEvent:
@@ -64,20 +75,32 @@ class GitLabEvent:
         source = environ.get("CI_PIPELINE_SOURCE", "")
         payload: dict[str, Any] = {}
         path = environ.get("TRIGGER_PAYLOAD")
-        if source == "push" and not path:
-            payload = _push(environ)
-        elif path:
+        branch = environ.get("CI_COMMIT_BRANCH") or environ.get(
+            "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME", ""
+        )
+        head = ""
+        if path:
             payload = payload_at(path, "webhook payload")
+        elif source in PUSHED and branch.startswith(BRANCH_PREFIX):
+            head = environ.get("CI_COMMIT_SHA", "")
+            if not _SHA.fullmatch(head):
+                raise AgentrunError(f"CI_COMMIT_SHA names no commit for the pipeline of {branch}")
+            payload = {"sha": head, "ref": branch, "id": environ.get("CI_PIPELINE_ID", "")}
+        elif source == "push":
+            payload = _push(environ)
         elif source not in SWEEPS:
             raise AgentrunError(
                 f"TRIGGER_PAYLOAD is not set for a {source or 'pushed'} pipeline: point a "
                 "project webhook at the pipeline trigger URL, or schedule the pipeline"
             )
-        return cls(source, payload, project, environ.get("CI_DEFAULT_BRANCH", ""))
+        return cls(source, payload, project, environ.get("CI_DEFAULT_BRANCH", ""), head)
 
     @property
     def kind(self) -> str:
-        """The webhook's ``object_kind``; ``sweep`` for a pipeline without one."""
+        """The webhook's ``object_kind``; ``sweep`` for a pipeline without one, and
+        ``build_pipeline`` for a build branch's own."""
+        if self.head:
+            return "build_pipeline"
         if not self.payload:
             return "sweep"
         return str(self.payload.get("object_kind") or "")
@@ -158,6 +181,44 @@ def _push(environ: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
+def pipeline_ended(job: HostedJob, payload: dict[str, Any]) -> JobResult:
+    """A ``pipeline`` event: when the pipeline ended on a build branch, continue the builds
+    whose head is its commit. Only the commit is taken from the payload; the checks are
+    read from the API."""
+    attributes = _object(payload.get("object_attributes"))
+    sha = str(attributes.get("sha") or "")
+    if not _SHA.fullmatch(sha):
+        raise AgentrunError("the pipeline webhook payload names no commit sha")
+    number, status = attributes.get("id"), str(attributes.get("status") or "")
+    if status not in ENDED:
+        return job.say(
+            f"ignored: pipeline {number} is {status or 'in no state'}; its end continues it"
+        )
+    request = _object(payload.get("merge_request"))
+    branch = str(request.get("source_branch") or attributes.get("ref") or "")
+    if not branch.startswith(BRANCH_PREFIX):
+        return job.say(
+            f"pipeline {number} ran on {branch!r}, not an agentrun build's branch; nothing to do"
+        )
+    return continue_head(job, sha, f"pipeline {number} {status}")
+
+
+def build_pipeline(job: HostedJob, payload: dict[str, Any]) -> JobResult:
+    """A job at the end of a build branch's own pipeline: its checks have run."""
+    return continue_head(job, str(payload["sha"]), f"pipeline {payload['id']} of {payload['ref']}")
+
+
+def continue_head(job: HostedJob, sha: str, what: str) -> JobResult:
+    """Continue the builds whose head is ``sha`` (``what`` says which pipeline ended): they
+    look at their checks again, as a GitHub ``workflow_run`` makes them."""
+    job.say(f"{what}: continuing the builds whose head is {sha[:10]}")
+    return job.checks_done(sha)
+
+
+def _object(found: Any) -> Mapping[str, Any]:
+    return found if isinstance(found, dict) else {}
+
+
 def _iid_of(number: int) -> int:
     """The iid a merge request's forge number stands for (``gitlab_site``)."""
     return split(number)[1]
@@ -183,6 +244,8 @@ HANDLERS: dict[str, Handler] = {
     "merge_request": merge_request_changed,
     "push": pushed,
     "sweep": lambda job, payload: sweep(job),
+    "pipeline": pipeline_ended,
+    "build_pipeline": build_pipeline,
 }
 EVENT = GitLabEvent
 # A pipeline's `parallel:matrix` is fixed when the pipeline is created, so it cannot be

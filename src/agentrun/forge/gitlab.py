@@ -28,7 +28,6 @@ from agentrun.errors import ForgeError
 from agentrun.forge.base import (
     Access,
     Check,
-    CheckState,
     Comment,
     CommitState,
     Issue,
@@ -317,19 +316,19 @@ class GitLabForge:
             threads = [d.attributes for d in mr.discussions.list(get_all=True)]
         return reviews_of(reviewers, threads, after_id)
 
-    # --- helpers -------------------------------------------------------------
-
-    # The CI gate's read of GitLab, kept apart: the GitLab side of the gate replaces it.
     def checks(self, sha: str) -> builtins.list[Check]:
-        """The jobs of the pipelines on ``sha``, the newest of each name."""
-        newest: dict[str, Any] = {}
-        with self._errors(f"read the pipelines of {sha[:10]}"):
-            for pipeline in self.project.pipelines.list(sha=sha, get_all=True):
-                for job in pipeline.jobs.list(get_all=True, include_retried=False):
-                    name = str(job.attributes.get("name") or "")
-                    if name not in newest or int(job.id) > int(newest[name].id):
-                        newest[name] = job
-            return [_job_check(self.project, job) for _, job in sorted(newest.items())]
+        """The jobs of every pipeline on ``sha`` and its external commit statuses, the
+        newest of each name, as the gate reads them (``gitlab_checks``); a failed job
+        with its ``failure_reason`` and the tail of its trace."""
+        from agentrun.forge.gitlab_checks import read_checks
+
+        def by_id() -> Any:  # the trace endpoint takes the project's numeric id only
+            return self.gl.projects.get(self._numeric_id(), lazy=True)
+
+        with self._errors(f"read the checks of {sha[:10]}"):
+            return read_checks(self.project, by_id, sha, os.environ.get("CI_JOB_NAME", ""))
+
+    # --- helpers -------------------------------------------------------------
 
     def _noteable(self, kind: str, iid: int, lazy: bool = True) -> Any:
         manager = self.project.mergerequests if kind == "merge_requests" else self.project.issues
@@ -404,27 +403,6 @@ class GitLabForge:
 
         with failures(what, self.path, self.api_url, self.token):
             yield
-
-
-def _job_check(project: Any, job: Any) -> Check:
-    status = str(job.attributes.get("status") or "")
-    state: CheckState = "pending"
-    if status in ("success", "skipped", "manual"):
-        state = "success"
-    elif status in ("failed", "canceled"):
-        state = "failure"
-    tail = ""
-    if state == "failure":
-        trace = project.jobs.get(job.id, lazy=True).trace()
-        tail = bytes(trace or b"")[-64 * 1024 :].decode("utf-8", errors="replace")
-    return Check(
-        name=str(job.attributes.get("name") or ""),
-        state=state,
-        conclusion=status,
-        summary=str(job.attributes.get("failure_reason") or "") if state == "failure" else "",
-        log_tail=tail,
-        url=str(job.attributes.get("web_url") or ""),
-    )
 
 
 register("gitlab", GitLabForge)
