@@ -160,8 +160,10 @@ def test_a_gitlab_push_pipeline_starts_the_goal_once(gitlab: tuple[Site, GitLabA
 
     again = must(push_pipeline(site, api, before, after, "main").run())
     assert f"build {slug} exists" in again and remote_slugs(site) == [slug]
+    # A build branch's own push pipeline is the CI gate's, never a goal's.
     ignored = must(push_pipeline(site, api, before, after, "agentrun/x").run())
-    assert "ignored: a push to refs/heads/agentrun/x" in ignored
+    assert "continuing the builds whose head is" in ignored and "started" not in ignored
+    assert remote_slugs(site) == [slug]
 
 
 def test_a_gitlab_push_pipeline_with_a_bad_commit_is_one_line_and_exit_1(

@@ -1,8 +1,8 @@
 """A pipeline that ended on a build's head continues that build, on GitLab CI: the job at
 the end of the build branch's own pipeline, or a ``pipeline`` event's body (GitLab's
-recorded Pipeline Hook) in TRIGGER_PAYLOAD. Until the CI gate's kernel lands, continuing
-is the sweep: what these tests see is that sweep reached, for the build whose head the
-pipeline ran on, and nothing for any other commit or branch."""
+recorded Pipeline Hook) in TRIGGER_PAYLOAD. The build waits for its CI (``[forge]
+require_checks``): the pipeline's end makes it look at its checks again, and it is ready
+once they passed; any other commit or branch continues nothing."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from support.gitlab_api import GitLabAPI, serving
 SLUG = "issue-1-fix-the-greeting"
 BRANCH = f"agentrun/{SLUG}"
 VERIFY = '[[verify]]\nname = "tests"\ncommand = "true"\n'
+GATE = '[forge]\nrequire_checks = ["test"]\n'
 
 
 @pytest.fixture
@@ -28,14 +29,16 @@ def api(tmp_path: Path) -> Iterator[GitLabAPI]:
 
 @pytest.fixture
 def built(tmp_path: Path, api: GitLabAPI) -> tuple[Site, str]:
-    """A build made from a labeled issue, published: the site and its branch's head."""
+    """A build made from a labeled issue, published and waiting for its CI's `test` job:
+    the site and its branch's head."""
     site = Site(tmp_path, api)  # type: ignore[arg-type]  # the origin and checkouts only
     api.add_member("maintainer", DEVELOPER)
-    site.configure([], VERIFY)
+    site.configure([], VERIFY + GATE)
     issue = api.add_issue("Fix the greeting", "Say hello.", "maintainer", ("agentrun",))
     first = Pipeline(site.clone(), api, issue_event(issue, "maintainer"))
-    must(first.run("--forge", "gitlab"))
+    assert "is waiting" in must(first.run("--forge", "gitlab"))  # the job stays green
     assert first.outputs()["slug"] == SLUG
+    assert first.outputs()["state"] == "waiting"
     head = str(site.remote_repo().references[f"refs/heads/{BRANCH}"].target)
     return site, head
 
@@ -52,13 +55,14 @@ def test_a_pipeline_that_ended_on_a_builds_head_continues_it(
     built: tuple[Site, str], api: GitLabAPI
 ) -> None:
     site, head = built
-    job = Pipeline(site.clone(), api, pipeline_event(head, BRANCH, "failed"))
+    pipeline = api.ci.add_pipeline(head, BRANCH, "success")
+    api.ci.add_job(pipeline, "test", "success")
+    job = Pipeline(site.clone(), api, pipeline_event(head, BRANCH, "success"))
 
     said = must(job.run("--forge", "gitlab"))
 
-    assert f"pipeline 31 failed on the head of {SLUG}: continuing" in said
-    # The build is complete (no gate asked for): the sweep runs and finds nothing to do.
-    assert said.split("continuing", 1)[1].strip() == "no open builds to sweep"
+    assert f"pipeline 31 success: continuing the builds whose head is {head[:10]}" in said
+    assert job.outputs()["state"] == "complete"  # its checks passed: marked ready
     assert remote_slugs(site) == [SLUG]
 
 
@@ -67,18 +71,20 @@ def test_the_job_ending_a_build_branchs_own_pipeline_continues_its_build(
 ) -> None:
     site, head = built
     own = {"CI_COMMIT_BRANCH": BRANCH, "CI_COMMIT_SHA": head, "CI_PIPELINE_ID": "77"}
+    pipeline = api.ci.add_pipeline(head, BRANCH, "success")
+    api.ci.add_job(pipeline, "test", "success")
     job = Pipeline(site.clone(), api, None, "push", own)
 
     said = must(job.run("--forge", "gitlab"))
 
-    assert f"pipeline 77 of {BRANCH} on the head of {SLUG}: continuing" in said
-    assert said.rstrip().endswith("no open builds to sweep")
+    assert f"pipeline 77 of {BRANCH}: continuing the builds whose head is {head[:10]}" in said
+    assert job.outputs()["state"] == "complete"
 
 
 @pytest.mark.parametrize(
     ("sha", "ref", "status", "said"),
     [
-        ("1" * 40, BRANCH, "success", "no agentrun build's head is 1111111111; nothing to do"),
+        ("1" * 40, BRANCH, "success", "no running build's head is 1111111111; nothing to do"),
         (None, "main", "success", "ran on 'main', not an agentrun build's branch; nothing to do"),
         (None, BRANCH, "running", "ignored: pipeline 31 is running; its end continues it"),
     ],
@@ -92,7 +98,7 @@ def test_a_pipeline_elsewhere_or_still_running_continues_nothing(
     out = must(job.run("--forge", "gitlab"))
 
     assert said in out
-    assert "continuing" not in out and "no open builds to sweep" not in out
+    assert job.outputs().get("state") != "complete"  # still waiting for its checks
 
 
 @pytest.mark.parametrize(

@@ -189,7 +189,7 @@ def test_a_refused_push_leaves_a_build_that_waits_until_its_base_lands(
     fresh = tmp_path / "fresh"
     git(tmp_path, "clone", "-q", clone.url, str(fresh))
     swept = agentrun(fresh, "sweep", "--remote", "origin")
-    assert swept.returncode == 0, swept.stdout + swept.stderr
+    assert swept.returncode == 4, swept.stdout + swept.stderr  # a build waits (§13)
     assert f"{slug}: skipped (build {slug} waits for its base" in swept.stdout
     assert remote_types(clone, slug) == ["build.created"]
 
