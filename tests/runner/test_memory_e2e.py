@@ -35,6 +35,7 @@ if fact and n == 1:
     args = ["git", "agentrun", "agent", "remember", fact, "--path", os.environ["AGENT_PATH"]]
     done = subprocess.run(args, capture_output=True, text=True)
     print(f"agent: remember -> {done.returncode} {done.stdout.strip()} {done.stderr.strip()}")
+    (state / "remember.txt").write_text(f"{done.returncode} {done.stderr.strip()}")
 Path("src").mkdir(exist_ok=True)
 Path("src", "feature.txt").write_text(f"build {n}\\n")
 subprocess.run(["git", "agentrun", "agent", "done", "--summary", "changed src/feature.txt"])
@@ -124,3 +125,28 @@ def repo_git_log(repo_path: Path) -> str:
     from runner.helpers import git
 
     return git(repo_path, "log", "-p", "refs/agentrun/memory")
+
+
+def test_a_fact_too_long_is_refused_by_the_verb_at_once(
+    repo_path: Path, repo: pygit2.Repository, tmp_path: Path
+) -> None:
+    table, state = agent(tmp_path, remember="x" * 2001)
+    configure(repo_path, base=SCRIPTED_BUT_IMPLEMENT, extra=table + VERIFY)
+    build(repo, "Add the feature")
+    said = (state / "remember.txt").read_text()
+    assert said == "1 agentrun: the fact has 2,001 characters; at most 2,000", said
+    assert [f for f in read(repo).facts.values() if f.who == "agent"] == []
+
+
+def test_a_damaged_memory_leaves_prompts_without_facts_and_builds_running(
+    repo_path: Path, repo: pygit2.Repository, tmp_path: Path
+) -> None:
+    table, state = agent(tmp_path)
+    configure(repo_path, base=SCRIPTED_BUT_IMPLEMENT, extra=table + VERIFY)
+    repo.references.create("refs/agentrun/memory", repo.head.target, force=True)
+    build(repo, "Add the feature")
+    assert HEADING not in prompt(state, 1)
+    listed = run_cli(repo_path, "memory", "list")
+    assert listed.returncode == 1 and listed.stderr.count("\n") == 1, listed.stderr
+    assert "refs/agentrun/memory is damaged" in listed.stderr
+    assert "`git update-ref -d refs/agentrun/memory`" in listed.stderr

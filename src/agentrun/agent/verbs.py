@@ -106,14 +106,15 @@ def submit_fact(
     env: AgentEnv, text: str, paths: tuple[str, ...], cwd: Path, environ: Mapping[str, str]
 ) -> str:
     """``agent remember``: check the session and the fact (reading only), queue it."""
-    from agentrun.commands.memory import clean_paths
+    from agentrun.commands.memory import clean_paths, clean_text
 
     repo = log_repository(cwd, environ)
     _, state = load_state(EventLog(repo), ReadOnlyCache(repo), env.build)
     check_session(scoped(state, env), env)
     if not text.strip():
         raise VerbError("`remember` needs the fact: what later builds here should know")
-    rep = VerbReport("remember", text.strip(), (), clean_paths(paths))
+    # Checked here as the runner will check it, so that a refused fact is said at once.
+    rep = VerbReport("remember", clean_text(text), (), clean_paths(paths))
     workdir = worktree_of(cwd)
     request = {"build": env.build, "phase": env.phase, "round": env.round, "task": env.task}
     request |= {"session": env.session, **asdict(rep), "findings": [], "paths": list(rep.paths)}

@@ -238,12 +238,13 @@ def start_goals(
                 continue
             known.add(slug)
             started.slugs.append(slug)
-            started.lines.append(goal.line(_how(repo, config, slug)))
+            started.lines.append(goal.line(_how(repo, config, slug, remote)))
     return started
 
 
-def _how(repo: pygit2.Repository, config: Config, slug: str) -> str:
-    """How the build a push started runs: the forge's CI job for the push, or by hand."""
+def _how(repo: pygit2.Repository, config: Config, slug: str, remote: str) -> str:
+    """How the build a push started runs: the forge's CI job for the push, or by hand (a
+    clone's sweep fetches the log only when told where from)."""
     from agentrun.forge.base import origin_on_github, origin_on_gitlab
 
     here = f"`git agentrun resume {slug}` runs it here"
@@ -253,7 +254,8 @@ def _how(repo: pygit2.Repository, config: Config, slug: str) -> str:
     )
     if hosted:
         return f"the CI job of this push runs it (agentrun's push job), or {here}"
-    return f"{here}, or `git agentrun sweep` anywhere the log reaches"
+    fetch = f" --remote {remote}" if remote and not remote.startswith("-") else " --remote REMOTE"
+    return f"{here}, or `git agentrun sweep{fetch}` in any clone"
 
 
 def carries_goals(ref: str) -> bool:

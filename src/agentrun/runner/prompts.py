@@ -7,10 +7,12 @@ from the build's base commit (never from the build branch an agent can change).
 from __future__ import annotations
 
 import re
+import sys
 from importlib import resources
 
 import pygit2
 
+from agentrun.errors import MalformedEventError
 from agentrun.gitrepo import blob_data, tree_at
 from agentrun.kernel.state import BuildState
 
@@ -88,7 +90,12 @@ def memory_block(repo: pygit2.Repository, state: BuildState) -> str:
     from agentrun.kernel.memory import block
     from agentrun.store.memory import read
 
-    facts = read(repo).facts
+    try:
+        facts = read(repo).facts
+    except MalformedEventError as exc:
+        # Facts are context, not the build: a damaged memory leaves the prompt without them.
+        print(f"agentrun: warning: {exc}; this prompt carries no facts", file=sys.stderr)
+        return ""
     if not facts:
         return ""
     paths = [*state.changed_paths, *(p for task in state.tasks.values() for p in task.paths)]

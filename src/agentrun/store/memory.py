@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pygit2
 
+from agentrun.errors import MalformedEventError
 from agentrun.events import Event, MemoryAccepted, MemoryAdded, MemoryForgotten, encode
 from agentrun.gitrepo import commit_at
 from agentrun.kernel import memory
@@ -48,7 +49,18 @@ _FOLDS: dict[str, dict[str, Fact]] = {}
 
 def read(repo: pygit2.Repository) -> Read:
     """The memory's tip and its facts (none when the ref does not exist)."""
-    log = MemoryLog(repo)
+    try:
+        return _read(MemoryLog(repo))
+    except MalformedEventError as exc:
+        if MEMORY_REF in str(exc):
+            raise  # it names the ref and the way out already
+        raise MalformedEventError(
+            f"{MEMORY_REF} is damaged: {exc} -- `git update-ref -d {MEMORY_REF}` drops "
+            "it (a remote's copy comes back with `git agentrun sync`)"
+        ) from None
+
+
+def _read(log: MemoryLog) -> Read:
     tip = log.tip(NAME)
     if tip is None:
         return Read(None, {})
