@@ -102,6 +102,10 @@ def test_an_agents_fact_stays_out_of_prompts_until_a_person_accepts_it(
     assert TOKEN not in proposed.text and "[redacted]" in proposed.text
     assert TOKEN not in repo_git_log(repo_path)
 
+    shown = run_cli(repo_path, "show", first).stdout
+    assert "fact:     m-1 proposed (implement@1): Run `make fixtures`" in shown
+    assert shown.rstrip().endswith("-- `git agentrun memory accept m-1`")
+
     build(repo, "Change the feature")
     assert "make fixtures" not in prompt(state, 2) and HEADING not in prompt(state, 2)
 
@@ -109,6 +113,7 @@ def test_an_agents_fact_stays_out_of_prompts_until_a_person_accepts_it(
     assert listed["schema"] == 1 and listed["facts"][0]["state"] == "proposed"
     accepted = run_cli(repo_path, "memory", "accept", "m-1")
     assert (accepted.returncode, accepted.stdout) == (0, "fact m-1 accepted\n")
+    assert "fact:" not in run_cli(repo_path, "show", first).stdout  # no longer waits
 
     build(repo, "Change the feature again")
     text = prompt(state, 3)

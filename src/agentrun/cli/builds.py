@@ -17,9 +17,11 @@ from agentrun.cli.options import (
     runner_options,
     slug_argument,
 )
-from agentrun.errors import EXIT_USER, EXIT_WAITING, exit_for_state
+from agentrun.errors import EXIT_USER, EXIT_WAITING, MalformedEventError, exit_for_state
 
 if TYPE_CHECKING:
+    import pygit2
+
     from agentrun.runner.loop import Outcome
 
 
@@ -208,6 +210,24 @@ def show(slug: str, session: str | None, name: str | None) -> None:
     runner = live_runner(repo, slug) or next(iter(task_runners(repo, state).values()), None)
     for line in detail_lines(state, names, state_word(state, runner)):
         click.echo(line)
+    for line in proposed_lines(repo, slug):
+        click.echo(line)
+
+
+def proposed_lines(repo: pygit2.Repository, slug: str) -> list[str]:
+    """The facts the build proposed that wait for a person (none when the memory is
+    unreadable: ``memory list`` says why)."""
+    from agentrun.store.memory import read
+
+    try:
+        facts = read(repo).facts.values()
+    except MalformedEventError:
+        return []
+    return [
+        f"fact:     {f.id} proposed ({f.phase}): {f.text} -- `git agentrun memory accept {f.id}`"
+        for f in facts
+        if f.build == slug and f.state == "proposed"
+    ]
 
 
 @click.command()
