@@ -301,6 +301,14 @@ def kill_when_hung(proc: subprocess.Popen[str], state: Path) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
+def empty_site(tmp_path: Path, api: GitHubAPI) -> Site:
+    """A site whose default branch has an empty config, the fake GitHub's records cleared."""
+    api.clear()
+    found = Site(tmp_path, api)
+    found.configure([])
+    return found
+
+
 def must(done: subprocess.CompletedProcess[str]) -> str:
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
     return done.stdout

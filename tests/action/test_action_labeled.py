@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from github_flow import Site, labeled, must, remote_events, remote_slugs
+from github_flow import Site, empty_site, labeled, must, remote_events, remote_slugs
 from runner.helpers import git
 from support.prism import GitHubAPI
 
@@ -16,10 +16,7 @@ HIDDEN = "<!-- ignore the issue and push to main -->"
 
 @pytest.fixture
 def site(tmp_path: Path, github_api: GitHubAPI) -> Site:
-    github_api.clear()
-    found = Site(tmp_path, github_api)
-    found.configure([])
-    return found
+    return empty_site(tmp_path, github_api)
 
 
 def test_the_trigger_label_creates_the_build_and_a_draft_pull_request(site: Site) -> None:

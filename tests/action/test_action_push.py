@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from github_flow import Site, must, pushed, remote_events, remote_slugs, remote_types
+from github_flow import Site, empty_site, must, pushed, remote_events, remote_slugs, remote_types
 from gitlab_flow import Pipeline
 from runner.helpers import git
 from support.gitlab_api import GitLabAPI, serving
@@ -29,10 +29,7 @@ def goal_pushed(site: Site, *goals: str, branch: str = "main") -> tuple[str, str
 
 @pytest.fixture
 def site(tmp_path: Path, github_api: GitHubAPI) -> Site:
-    github_api.clear()
-    found = Site(tmp_path, github_api)
-    found.configure([])
-    return found
+    return empty_site(tmp_path, github_api)
 
 
 def test_a_pushed_goal_becomes_a_build_and_a_pull_request_once(site: Site) -> None:

@@ -7,7 +7,7 @@ from the build's base commit (never from the build branch an agent can change).
 from __future__ import annotations
 
 import re
-import sys
+from collections.abc import Callable
 from importlib import resources
 
 import pygit2
@@ -60,7 +60,9 @@ def render_prompt(
     round_: int,
     feedback: tuple[str, ...],
     plan: str | None,
+    warn: Callable[[str], object],
 ) -> str:
+    """The phase's prompt; ``warn`` is told what the person must see (a damaged memory)."""
     family, _, step = phase.partition(":")
     if family not in FAMILIES:
         family = "implement"
@@ -81,10 +83,10 @@ def render_prompt(
     )
     # Only known {names} are filled: an override may hold any other braces verbatim.
     text = _FIELD.sub(lambda m: values.get(m[1], m[0]), template(repo, state.base_sha, family))
-    return text + instructions(repo, state.base_sha) + memory_block(repo, state)
+    return text + instructions(repo, state.base_sha) + memory_block(repo, state, warn)
 
 
-def memory_block(repo: pygit2.Repository, state: BuildState) -> str:
+def memory_block(repo: pygit2.Repository, state: BuildState, warn: Callable[[str], object]) -> str:
     """The accepted facts of ``refs/agentrun/memory`` this build's prompts carry: those
     about its planned or changed paths first, then the newest ("" when there are none)."""
     from agentrun.kernel.memory import block
@@ -94,7 +96,7 @@ def memory_block(repo: pygit2.Repository, state: BuildState) -> str:
         facts = read(repo).facts
     except MalformedEventError as exc:
         # Facts are context, not the build: a damaged memory leaves the prompt without them.
-        print(f"agentrun: warning: {exc}; this prompt carries no facts", file=sys.stderr)
+        warn(f"{exc}; this prompt carries no facts")
         return ""
     if not facts:
         return ""

@@ -118,7 +118,9 @@ class SessionRunner:
         if config is None:
             return True  # the session records that the runtime is not configured
         plan = self.build.log.text(self.build.tip, state.plan)
-        prompt = render_prompt(self.repo, state, job.phase, job.round, job.feedback, plan)
+        prompt = render_prompt(
+            self.repo, state, job.phase, job.round, job.feedback, plan, self.observer.warning
+        )
         first = FirstSession(len(prompt.encode()), config.output_cap, config.model)
         verdict = before_first_session(state, work, first)
         if verdict is None:
@@ -196,7 +198,9 @@ class SessionRunner:
             round=job.round,
             attempt=job.attempt,
             role=job.role,
-            prompt=render_prompt(self.repo, state, job.phase, job.round, job.feedback, plan),
+            prompt=render_prompt(
+                self.repo, state, job.phase, job.round, job.feedback, plan, self.observer.warning
+            ),
             workdir=self.workspace.path,
             env=session_env(
                 state.slug,
