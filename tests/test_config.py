@@ -356,3 +356,55 @@ def test_a_misspelled_runtime_is_refused_at_the_key_written() -> None:
         f"{SOURCE} at `roles.code-review`: no runtime 'my-agnet': did you mean 'my-agent'? "
     )
     assert parse_config(mine + '[roles]\ndefault = ["my-agent", "claude:opus"]\n', SOURCE)
+
+
+def test_mcp_servers_and_the_roles_that_get_them() -> None:
+    config = parse_config(
+        """
+[mcp.servers.docs]
+command = "docs-mcp"
+args = ["--stdio"]
+env = { DOCS_MODE = "read" }
+pass_env = ["DOCS_TOKEN"]
+
+[mcp.servers.search]
+url = "https://mcp.example.com/mcp"
+
+[mcp.roles]
+default = ["docs"]
+implement = ["docs", "search"]
+""",
+        "t.toml",
+    )
+    docs = config.mcp.servers["docs"]
+    assert (docs.command, docs.args, docs.env, docs.pass_env) == (
+        "docs-mcp",
+        ("--stdio",),
+        {"DOCS_MODE": "read"},
+        ("DOCS_TOKEN",),
+    )
+    assert config.mcp.servers_for("implement") == ("docs", "search")
+    assert config.mcp.servers_for("code-review") == ("docs",)
+    every = parse_config('[mcp.servers.a]\ncommand = "a"\n[mcp.servers.b]\nurl = "http://x/"', "t")
+    assert every.mcp.servers_for("plan") == ("a", "b")  # no [mcp.roles]: every role, every one
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('[mcp.servers.x]\nargs = ["a"]', "exactly one"),
+        ('[mcp.servers.x]\ncommand = "a"\nurl = "http://h/"', "exactly one"),
+        ('[mcp.servers.x]\nurl = "ftp://h/"', "is not an http"),
+        ('[mcp.servers.x]\nurl = "http://h/"\npass_env = ["A"]', "are for a `command` server"),
+        ('[mcp.servers.agentrun]\ncommand = "a"', "agentrun's own server"),
+        ('[mcp.servers.x]\ncommand = "a"\n[mcp.roles]\nplan = ["y"]', "'y' is not a server"),
+        ('[mcp.servers.x]\ncommand = "a"\n[mcp.roles]\nplann = ["x"]', "'plann' is not a role"),
+        ('[mcp.servers.x]\ncommand = "a"\npass_env = ["GITHUB_TOKEN"]', "would pass GITHUB_TOKEN"),
+        ('[mcp.servers.x]\ncommand = "a"\nbogus = 1', "`mcp.servers.x.bogus`: unknown key"),
+    ],
+)
+def test_a_wrong_mcp_table_is_one_line(text: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(text, "t.toml")
+    assert expected in str(err.value)
+    assert "\n" not in str(err.value)

@@ -318,6 +318,75 @@ class MemoryConfig(_Model):
     max_chars: int = Field(default=4000, ge=0)
 
 
+_SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+
+
+class McpServer(_Model):
+    """One MCP server the user's agents may call (``[mcp.servers.NAME]``).
+
+    Either a program started over stdio (``command`` and ``args``; ``env`` set as written,
+    ``pass_env`` copied from the runner's environment, scrubbed like every credential), or a
+    streamable-HTTP server at ``url``. ``timeout_seconds`` bounds its start and each call.
+    """
+
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict)
+    pass_env: tuple[str, ...] = ()
+    url: str | None = None
+    timeout_seconds: float = Field(default=60, gt=0)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServer:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(
+                'a server is `command = "program"` (stdio) or `url = "https://…"` '
+                "(streamable HTTP): exactly one"
+            )
+        if self.url is not None:
+            if self.args or self.env or self.pass_env:
+                raise ValueError("`args`, `env` and `pass_env` are for a `command` server")
+            if not re.match(r"^https?://", self.url):
+                raise ValueError(f"{self.url!r} is not an http:// or https:// URL")
+        for name in self.env:
+            if not _ENV_NAME.match(name):
+                raise ValueError(
+                    f"env: {name!r} is not an environment variable name (letters, digits, '_')"
+                )
+        return self
+
+
+class McpConfig(_Model):
+    """The user's MCP servers, and which roles get which (``[mcp.roles]``; a role without
+    an entry takes ``default``'s; with no ``[mcp.roles]`` at all every role gets every
+    server). ``agentrun`` is the name of agentrun's own server and cannot be reused."""
+
+    servers: dict[str, McpServer] = Field(default_factory=dict)
+    roles: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _names(self) -> McpConfig:
+        for name in self.servers:
+            if name == "agentrun":
+                raise ValueError("servers.agentrun: the name of agentrun's own server")
+            if not _SERVER_NAME.match(name):
+                raise ValueError(f"servers.{name}: a server name is letters, digits, '_' and '-'")
+        for role, names in self.roles.items():
+            unknown = [n for n in names if n not in self.servers]
+            if unknown:
+                raise ValueError(
+                    f"roles.{role}: {unknown[0]!r} is not a server of [mcp.servers]"
+                    + (f" ({', '.join(sorted(self.servers))})" if self.servers else "")
+                )
+        return self
+
+    def servers_for(self, role: str) -> tuple[str, ...]:
+        """The names of the servers a role's sessions get, in the order configured."""
+        if not self.roles:
+            return tuple(self.servers)
+        return self.roles.get(role, self.roles.get("default", ()))
+
+
 class Config(_Model):
     roles: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     runtimes: dict[str, RuntimeConfig] = Field(default_factory=dict)
@@ -336,6 +405,7 @@ class Config(_Model):
     candidates: Candidates = Candidates()
     ladder: dict[str, Ladder] = Field(default_factory=dict)
     memory: MemoryConfig = MemoryConfig()
+    mcp: McpConfig = McpConfig()
 
     @field_validator("roles", mode="before")
     @classmethod
@@ -362,6 +432,7 @@ class Config(_Model):
         owned += [(f"verify.{s.name}", s.pass_env) for s in self.verify]
         owned += [(f"finalize.{s.name}", s.pass_env) for s in self.finalize]
         owned += [("setup", self.setup.pass_env)]
+        owned += [(f"mcp.servers.{n}", s.pass_env) for n, s in self.mcp.servers.items()]
         guarded = {**{n: "a forge token" for n in ALWAYS_SECRET}}
         guarded |= {n: "named in [secrets] env" for n in self.secrets.env}
         for where, patterns in owned:
@@ -397,6 +468,14 @@ class Config(_Model):
                 "[ladder.implement] and [candidates] are two ways to run implement: "
                 "keep one (candidates run side by side, a ladder one after another)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _mcp_roles_exist(self) -> Config:
+        known = self.role_names()
+        unknown = [r for r in self.mcp.roles if r not in known]
+        if unknown:
+            raise ValueError(f"[mcp.roles]: {unknown[0]!r} is not a role ({', '.join(known)})")
         return self
 
     def role_names(self) -> tuple[str, ...]:
