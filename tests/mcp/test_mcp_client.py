@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from support.mcp_server import serving_http
 
 from agentrun.mcp.client import PROTOCOL_VERSIONS, Client, McpError, result_text
 from agentrun.mcp.servers import ServerSpec
@@ -54,31 +54,8 @@ def free_port() -> int:
 
 @pytest.fixture(params=["event-stream", "json"])
 def http_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """The SDK's streamable-HTTP server on 127.0.0.1, in its own process group."""
-    port = free_port()
-    flags = ["--http", str(port), *(["--json"] if request.param == "json" else [])]
-    log = (tmp_path / "server.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), *flags],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None, (tmp_path / "server.log").read_text()
-                assert time.monotonic() < deadline, "the HTTP server did not start"
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        os.killpg(proc.pid, 15)
-        proc.wait(timeout=10)
-        log.close()
+    with serving_http(tmp_path / "server.log", json_response=request.param == "json") as url:
+        yield url
 
 
 # --- stdio ------------------------------------------------------------------------------

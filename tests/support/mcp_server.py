@@ -14,10 +14,14 @@ Tools: ``define`` (a word's meaning), ``add`` (two integers: the one for bad arg
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 MEANINGS = {"greeting": "a polite word said on meeting: hello, world"}
@@ -89,6 +93,36 @@ def serve() -> None:
         os._exit(7)
 
     server.run("streamable-http" if http else "stdio")
+
+
+@contextlib.contextmanager
+def serving_http(log: Path, json_response: bool = False) -> Iterator[str]:
+    """This server over streamable HTTP on 127.0.0.1, in its own process group: its URL."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    flags = ["--http", str(port), *(["--json"] if json_response else [])]
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, __file__, *flags],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, "the HTTP server did not start"
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
 
 
 def main() -> None:
