@@ -22,6 +22,7 @@ from support.mcp_server import serving_http
 
 from agentrun.mcp.client import PROTOCOL_VERSIONS, Client, McpError, result_text
 from agentrun.mcp.servers import ServerSpec
+from agentrun.mcp.stdio import StdioTransport
 from agentrun.mcp.streamable import HttpTransport
 from agentrun.runtimes.mcp_tools import NAME_LIMIT, UserTools, connect, tool_name
 
@@ -148,6 +149,18 @@ def test_a_server_that_fails_at_start_is_one_line_naming_it(
         connect(stdio(flag, timeout=timeout, name="broken"), tmp_path, env())
     assert str(raised.value) == f"MCP server 'broken' {said}"
     assert children_with(flag) == []  # a server that failed is ended at once
+
+
+def test_a_server_that_stops_reading_its_input_still_times_out(tmp_path: Path) -> None:
+    transport = StdioTransport("deaf", [sys.executable, str(SERVER), "--deaf"], tmp_path, env())
+    client = Client("deaf", transport, timeout=1)
+    try:
+        with pytest.raises(McpError) as raised:  # far more than a pipe holds
+            client.request("initialize", {"padding": "x" * 1_000_000})
+        assert str(raised.value) == "MCP server 'deaf' did not answer initialize within 1s"
+    finally:
+        client.close()
+    assert children_with("--deaf") == []
 
 
 def test_a_program_that_is_not_there(tmp_path: Path) -> None:

@@ -4,7 +4,8 @@ Run as a program: ``python mcp_server.py`` serves over stdio; ``--http PORT`` se
 same tools over streamable HTTP on 127.0.0.1 with the SDK's own server (``--json`` makes
 it answer ``application/json`` instead of event streams). The misbehaving servers the
 tests need: ``--crash`` exits at start with a message on stderr, ``--silent`` reads its
-input and never answers, ``--garbage`` answers with a line that is not JSON-RPC.
+input and never answers, ``--deaf`` never even reads it, ``--garbage`` answers with a
+line that is not JSON-RPC.
 
 Tools: ``define`` (a word's meaning), ``add`` (two integers: the one for bad arguments),
 ``env`` (a variable of the server's environment), ``read`` (a file, or why not), ``hunt``
@@ -132,6 +133,8 @@ def main() -> None:
     if "--silent" in sys.argv:
         for _ in sys.stdin:
             pass
+        time.sleep(300)
+    if "--deaf" in sys.argv:  # never reads its input
         time.sleep(300)
     if "--garbage" in sys.argv:
         sys.stdin.readline()

@@ -58,8 +58,12 @@ class StdioTransport:
                 f"MCP server {name!r} could not start {argv[0]!r}: {exc.strerror or exc}"
             ) from None
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
-        self._write = threading.Lock()
-        self._closed = False
+        self._closed = self._broken = False
+        # Written by a thread of its own: a server that stops reading its input must not
+        # hold up the caller past its timeout (a pipe holds only so much).
+        self._outbox: queue.Queue[bytes | None] = queue.Queue()
+        self._writer = threading.Thread(target=self._write_all, daemon=True)
+        self._writer.start()
         assert self.proc.stdout is not None and self.proc.stderr is not None
         self._log = threading.Thread(target=self._keep_stderr, args=(self.proc.stderr,))
         self._log.daemon = True
@@ -69,14 +73,10 @@ class StdioTransport:
         self._reader.start()
 
     def send(self, message: Message) -> None:
+        if self._broken:
+            raise McpError(f"MCP server {self.name!r} {self._ended()}")
         data = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
-        assert self.proc.stdin is not None
-        with self._write:
-            try:
-                self.proc.stdin.write(data.encode("utf-8"))
-                self.proc.stdin.flush()
-            except (BrokenPipeError, OSError, ValueError):
-                raise McpError(f"MCP server {self.name!r} {self._ended()}") from None
+        self._outbox.put(data.encode("utf-8"))
 
     def negotiated(self, version: str) -> None:
         pass  # nothing to say on a pipe
@@ -85,15 +85,13 @@ class StdioTransport:
         if self._closed:
             return
         self._closed = True
-        try:
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
-        except OSError:
-            pass
+        self._outbox.put(None)  # the writer closes the server's input once all is sent
+        self._writer.join(timeout=QUIT_SECONDS)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=QUIT_SECONDS)
         # Its descendants too, and whatever is left of its group once it exited.
         procs.end_tree(self.proc.pid, grace=GRACE_SECONDS, via=self._via)
+        self._writer.join(timeout=1)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=GRACE_SECONDS)
         self._reader.join(timeout=1)
@@ -102,7 +100,20 @@ class StdioTransport:
             if stream is not None:
                 stream.close()
 
-    # --- the reader threads -------------------------------------------------
+    # --- the threads ---------------------------------------------------------
+
+    def _write_all(self) -> None:
+        stdin = self.proc.stdin
+        assert stdin is not None
+        while (data := self._outbox.get()) is not None:
+            try:
+                stdin.write(data)
+                stdin.flush()
+            except (OSError, ValueError):
+                self._broken = True  # it exited: the reader says how
+                return
+        with contextlib.suppress(OSError):
+            stdin.close()
 
     def _read(self, stdout: IO[bytes]) -> None:
         for raw in iter(stdout.readline, b""):
