@@ -179,6 +179,13 @@ SHELL = 'export GITHUB_TOKEN; git agentrun run "$0"; echo "runner exited $?"'
 
 def run_build(root: Path, mode: str, hunt_only: bool = False, as_user: str | None = None) -> Run:
     repo_path, env, token = prepare(root, mode, hunt_only)
+    return launch(root, repo_path, env, token, mode, as_user)
+
+
+def launch(
+    root: Path, repo_path: Path, env: dict[str, str], token: str, mode: str, as_user: str | None
+) -> Run:
+    """``git agentrun run`` in a prepared repository, as CI starts it."""
     argv = ["sh", "-c", SHELL, "add a feature"]
     if as_user is not None:
         subprocess.run(["chown", "-R", f"{as_user}:{as_user}", str(root)], check=True)

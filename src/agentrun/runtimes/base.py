@@ -9,13 +9,16 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from agentrun import procs
 from agentrun.config import RuntimeConfig
 from agentrun.errors import RuntimeSetupError
 from agentrun.events import Usage
 from agentrun.kernel.verbs import AgentEnv
+
+if TYPE_CHECKING:
+    from agentrun.mcp.servers import ServerSpec
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,8 @@ class SessionSpec:
     git_dir: Path | None = None
     # The task of the build's graph the session works on (AGENTRUN_TASK); None: the build.
     task: str | None = None
+    # The user's MCP servers the session's role gets ([mcp]), their environment resolved.
+    mcp_servers: tuple[ServerSpec, ...] = ()
 
     def agent_env(self) -> AgentEnv:
         """Who the session's agent speaks as, for runtimes that report for it."""

@@ -22,8 +22,12 @@ class ToolSpec:
     description: str
     properties: dict[str, dict[str, Any]] = field(default_factory=dict)
     optional: tuple[str, ...] = ()
+    # A schema given whole (an MCP server's tool's own), instead of ``properties``.
+    input_schema: dict[str, Any] | None = None
 
     def schema(self) -> dict[str, Any]:
+        if self.input_schema is not None:
+            return self.input_schema
         return {
             "type": "object",
             "properties": self.properties,

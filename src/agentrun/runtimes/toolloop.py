@@ -26,12 +26,14 @@ from typing import TYPE_CHECKING, Any
 from agentrun.config import RuntimeConfig
 from agentrun.errors import RuntimeSetupError
 from agentrun.events import Usage
+from agentrun.mcp.client import McpError
 from agentrun.runtimes import failures
 from agentrun.runtimes.base import (
     ABORTED,
     AUTH,
     BUDGET,
     TIMEOUT,
+    UNAVAILABLE,
     Handle,
     Probe,
     SessionControl,
@@ -45,7 +47,8 @@ from agentrun.runtimes.base import (
     register,
 )
 from agentrun.runtimes.failures import Failure
-from agentrun.runtimes.tool_catalog import VERB_TOOLS, ToolResult, verbs_of
+from agentrun.runtimes.mcp_tools import UserTools
+from agentrun.runtimes.tool_catalog import VERB_TOOLS, ToolResult, tool_specs, verbs_of
 from agentrun.runtimes.tools import Toolbox
 from agentrun.runtimes.wire import Call, Message, Reply, StreamFailure, Wire, sse
 
@@ -65,12 +68,16 @@ search and change files.{shell} Where the instructions say to run `git agentrun 
 <verb>`, call the tool of that name instead (`plan` is submit_plan). The verbs {verbs} \
 record your report and end your work on this phase: call exactly one of them, once, \
 when you are finished."""
+USER_TOOLS = """ The tools named SERVER__tool come from the user's MCP servers; use them \
+where they help."""
 
 
 @dataclass
 class ApiHandle(Handle):
     messages: list[Message] = field(default_factory=list)
     toolbox: Toolbox | None = None
+    user_tools: UserTools | None = None
+    failed: TurnResult | None = None  # the session cannot run (its MCP servers did not start)
 
 
 @dataclass(frozen=True)
@@ -103,12 +110,51 @@ class ApiRuntime(TurnRuntime):
         if earlier is not None:
             handle.messages = earlier
             handle.transcript.append(f"[continuing conversation {spec.resume_from}]\n")
-        # The shell tool runs what the model asks: it has no use for the API key.
+        # The shell tool runs what the model asks: it has no use for the API key. The
+        # user's MCP servers get the same environment, and run in the same sandbox.
         env = {k: v for k, v in self.environment(spec).items() if k != self.key_env}
-        handle.toolbox = Toolbox(spec, control, self.config.shell, env)
+        if spec.mcp_servers:
+            handle.user_tools, handle.failed = self._user_tools(handle, control, env)
+        handle.toolbox = Toolbox(spec, control, self.config.shell, env, handle.user_tools)
         return handle
 
+    def _user_tools(
+        self, handle: ApiHandle, control: SessionControl, env: dict[str, str]
+    ) -> tuple[UserTools | None, TurnResult | None]:
+        """The role's MCP servers started and listed, or why the session cannot run: a
+        server that does not start makes the runtime unavailable here, as a provider
+        that does not answer does, so that the role's next alternate runs."""
+        spec, say = handle.spec, handle.transcript.append
+        taken = [tool.name for tool in tool_specs(spec.phase, self.config.shell)]
+        try:
+            user = UserTools.start(
+                spec.mcp_servers, spec.workdir, env, taken, spec.sandbox, control.cancel
+            )
+        except McpError as exc:
+            if control.cancel.is_set():
+                return None, halted(spec, ABORTED)
+            error = f"the role's MCP servers did not start: {exc}"
+            say(f"[{self.wire.kind}] {error}\n")
+            return None, TurnResult(ok=False, error=error, cause=UNAVAILABLE)
+        say(user.summary())
+        return user, None
+
+    def start(self, spec: SessionSpec, control: SessionControl) -> tuple[Handle, TurnResult]:
+        handle = self.open(spec, control)
+        assert isinstance(handle, ApiHandle)
+        if handle.failed is not None:
+            return handle, handle.failed
+        return handle, self.resume(handle, spec.prompt, control)
+
+    def resume(self, handle: Handle, message: str, control: SessionControl) -> TurnResult:
+        try:
+            return self._turn(handle, message, control)
+        except BaseException:  # Ctrl-C, a bug: the servers end with the runner
+            _close_servers(handle)
+            raise
+
     def end(self, handle: Handle) -> Transcript:
+        _close_servers(handle)
         if isinstance(handle, ApiHandle) and handle.runtime_session_id:
             _KEPT[handle.runtime_session_id] = handle.messages
             while len(_KEPT) > KEPT_CONVERSATIONS:
@@ -206,6 +252,8 @@ class ApiRuntime(TurnRuntime):
             else " You cannot run other commands: there is no shell here.",
             verbs=", ".join(VERB_TOOLS[v].name for v in verbs_of(spec.phase)),
         )
+        if handle.user_tools is not None and handle.user_tools.specs:
+            system += USER_TOOLS
         body = self.wire.body(self.model, system, handle.messages, handle.toolbox.specs)
         # One response's output is capped: a first session's estimate counts on it.
         body[self.wire.cap_field(self.config.base_url)] = self.config.output_cap
@@ -273,6 +321,12 @@ class ApiRuntime(TurnRuntime):
                 detail = f"HTTP {response.status_code}: {failures.error_message(raw)}"
                 return _Fault(failure, detail, dict(response.headers))
             return self.wire.read(sse(response.iter_lines()))
+
+
+def _close_servers(handle: Handle) -> None:
+    if isinstance(handle, ApiHandle) and handle.user_tools is not None:
+        handle.user_tools.close()
+        handle.user_tools = None
 
 
 def _stop_cause(control: SessionControl, deadline: float) -> str | None:

@@ -26,6 +26,7 @@ from agentrun.errors import AgentrunError, VerbError
 from agentrun.kernel.verbs import AgentEnv, VerbReport
 from agentrun.runtimes.base import SessionControl, SessionSpec
 from agentrun.runtimes.confine import readable, writable
+from agentrun.runtimes.mcp_tools import UserTools
 from agentrun.runtimes.tool_catalog import VERB_TEXT, VERB_TOOLS, ToolResult, tool_specs, verbs_of
 
 MAX_READ_CHARS = 100_000
@@ -44,12 +45,18 @@ class Toolbox:
     """Runs the model's tool calls for one session; ``deadline`` bounds the shell."""
 
     def __init__(
-        self, spec: SessionSpec, control: SessionControl, shell: bool, env: dict[str, str]
+        self,
+        spec: SessionSpec,
+        control: SessionControl,
+        shell: bool,
+        env: dict[str, str],
+        user: UserTools | None = None,
     ) -> None:
         self.spec = spec
         self.control = control
         self.env = env
-        self.specs = tool_specs(spec.phase, shell)
+        self.user = user  # the user's MCP servers' tools (``mcp_tools``)
+        self.specs = (*tool_specs(spec.phase, shell), *(user.specs if user else ()))
         self.deadline = time.monotonic() + spec.budget_seconds
         self.root = spec.workdir.resolve()
         self._verb_names = {VERB_TOOLS[v].name: v for v in verbs_of(spec.phase)}
@@ -69,6 +76,10 @@ class Toolbox:
             if name in self._verb_names:
                 return self._verb(self._verb_names[name], arguments)
             handler = self._handlers.get(name)
+            if handler is None and self.user is not None:
+                done = self.user.call(name, arguments, self.deadline, self.control.cancel)
+                if done is not None:
+                    return done
             if handler is None:
                 known = ", ".join(s.name for s in self.specs)
                 return ToolResult(f"no tool named {name!r} here; the tools are: {known}", True)
