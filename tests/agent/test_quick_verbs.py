@@ -31,10 +31,12 @@ from runner.helpers import (
 
 from agentrun.agent.context import PLAN_APPROVAL
 from agentrun.agent.outbox import OUTBOX
-from agentrun.agent.rules import VerbReport
+from agentrun.agent.rules import Speaker, VerbReport
 from agentrun.cli.quickverbs import parse
+from agentrun.events import AgentDone
 from agentrun.kernel import approval
-from agentrun.kernel.verbs import AgentEnv, verb_draft
+from agentrun.kernel.state import BuildState, OpenSession
+from agentrun.kernel.verbs import AgentEnv, speaker, verb_draft
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.log import EventLog
 
@@ -317,6 +319,19 @@ def test_the_quick_parser_takes_only_the_plain_forms(
     args: list[str], expected: VerbReport | None
 ) -> None:
     assert parse(args) == expected
+
+
+@pytest.mark.parametrize("report", [None, AgentDone(session="s-1", summary_text="x")])
+def test_the_cached_session_speaks_as_the_models_do(report: AgentDone | None) -> None:
+    opened = OpenSession(
+        session="s-1", phase="implement", round=2, role="implement", runtime="a", report=report
+    )
+    state = BuildState(slug="b", session=opened)
+    cached = json.loads(json.dumps(state.model_dump(mode="json")))
+
+    assert Speaker.from_json(cached["session"]) == speaker(state)
+    assert speaker(state) == Speaker("s-1", "implement", 2, report and "agent.done")
+    assert Speaker.from_json(None) is speaker(BuildState(slug="b")) is None
 
 
 def test_the_plan_approval_cause_is_the_kernels() -> None:
