@@ -336,3 +336,11 @@ def test_the_cached_session_speaks_as_the_models_do(report: AgentDone | None) ->
 
 def test_the_plan_approval_cause_is_the_kernels() -> None:
     assert PLAN_APPROVAL == approval.CAUSE
+
+
+def test_the_state_cache_is_readable_by_an_isolated_agents_account(
+    repo: pygit2.Repository,
+) -> None:
+    StateCache(repo).put("b", "0" * 40, BuildState(slug="b"))
+    cached = Path(repo.path) / "agentrun" / "cache" / "b.json"
+    assert cached.stat().st_mode & 0o777 == 0o644
