@@ -111,6 +111,7 @@ class Session:
     env: dict[str, str]
     cwd: Path
     state_dir: Path
+    runner: Background
 
     @property
     def session(self) -> str:
@@ -154,7 +155,7 @@ def live(tmp_path: Path, repo_path: Path) -> Iterator[Session]:
         info = state_dir / "session.json"
         wait_for(info.exists, "the implement agent to start")
         found = json.loads(info.read_text())
-        yield Session(repo_path, slug, found["env"], Path(found["cwd"]), state_dir)
+        yield Session(repo_path, slug, found["env"], Path(found["cwd"]), state_dir, runner)
     finally:
         (state_dir / "go").write_text("")
         runner.stop()
@@ -266,6 +267,7 @@ def test_a_second_report_while_the_first_waits_is_refused(live: Session) -> None
 
 
 def test_a_cache_behind_the_log_takes_the_full_path(live: Session) -> None:
+    live.runner.stop()  # else it would mend the cache; the session stays open in the log
     cache = live.repo_path / ".git" / "agentrun" / "cache" / f"{live.slug}.json"
     data = json.loads(cache.read_text())
     data["tip"] = "0" * 40
