@@ -44,6 +44,7 @@ RATIO_LINES = {
         "ratio parallel/one-task:",
         "ratio integrate/git-merge:",
     ],
+    "verbs.py": ["ratio agent context/baseline:", "ratio agent done/baseline:"],
 }
 
 

@@ -1,19 +1,29 @@
-"""``git agentrun agent context``: what an agent needs, written to the scratch folder."""
+"""``git agentrun agent context``: what an agent needs, written to the scratch folder.
+
+The context is rendered from the state's JSON form (the state cache's), so that the
+verb's quick path (:mod:`agentrun.agent.quick`), which reads that cache without the
+models, and the full path render with the one function here.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pygit2
+from agentrun.agent.rules import PHASE_VERBS, REPORTED_BY_AGENT, AgentEnv
 
-from agentrun.agent.verbs import ReadOnlyCache
-from agentrun.kernel import approval
-from agentrun.kernel.state import BuildState
-from agentrun.kernel.verbs import PHASE_VERBS, AgentEnv, scoped
-from agentrun.store.cache import load_state
-from agentrun.store.log import EventLog
+TYPE_CHECKING = False  # not typing itself: loading it costs the verbs' start
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    import pygit2
+
+    from agentrun.kernel.state import BuildState
 
 SCRATCH = Path(".agentrun") / "run"
+CONTEXT = "context.md"
+# kernel.approval.CAUSE (a test pins it): the plan's own question, which is not repeated.
+PLAN_APPROVAL = "plan-approval"
 
 
 def ensure_scratch(worktree: Path) -> Path:
@@ -27,38 +37,55 @@ def ensure_scratch(worktree: Path) -> Path:
 
 
 def write_context(repo: pygit2.Repository, env: AgentEnv, worktree: Path) -> Path:
+    from agentrun.agent.verbs import ReadOnlyCache
+    from agentrun.kernel.verbs import scoped
+    from agentrun.store.cache import load_state
+    from agentrun.store.log import EventLog
+
     log = EventLog(repo)
     # An agent's verb: it reads the log and writes only its own scratch folder.
     tip, state = load_state(log, ReadOnlyCache(repo), env.build)
     state = scoped(state, env)
-    plan = log.text(tip, state.plan)
-    path = ensure_scratch(worktree) / "context.md"
-    path.write_text(render_context(state, env, plan), encoding="utf-8")
+    return write_rendered(worktree, render_context(state, env, log.text(tip, state.plan)))
+
+
+def write_rendered(worktree: Path, text: str) -> Path:
+    path = ensure_scratch(worktree) / CONTEXT
+    path.write_text(text, encoding="utf-8")
     return path
 
 
 def render_context(state: BuildState, env: AgentEnv, plan: str | None) -> str:
+    return render(state.model_dump(mode="json"), env, plan)
+
+
+def render(state: Mapping[str, Any], env: AgentEnv, plan: str | None) -> str:
+    """The context of ``state`` (a ``BuildState`` in its JSON form) for ``env``'s session."""
     parts = [
-        f"# Build {state.slug}: {env.phase} round {env.round}",
+        f"# Build {state['slug']}: {env.phase} round {env.round}",
         "",
         "## Goal",
         "",
-        state.goal,
+        state["goal"],
         "",
-        f"Base: {state.base_ref} at {state.base_sha[:12]}; build branch `{state.branch}`.",
+        f"Base: {state['base_ref']} at {state['base_sha'][:12]}; build branch `{state['branch']}`.",
     ]
     if plan:
-        planning = state.stage in ("plan", "plan-review")
+        planning = state["stage"] in ("plan", "plan-review")
         parts += ["", "## Plan" if planning else "## Approved plan", "", plan]
-    if state.feedback:
+    if state["feedback"]:
         parts += ["", "## Feedback for this round", ""]
-        parts += [f"- {item}" for item in state.feedback]
+        parts += [f"- {item}" for item in state["feedback"]]
     # The plan's question holds the plan, and what a person asked to change is the plan
     # round's feedback: neither is repeated in every later prompt.
-    answered = [e for e in state.escalations if not e.is_open and e.cause != approval.CAUSE]
+    answered = [
+        e for e in state["escalations"] if e["answer"] is not None and e["cause"] != PLAN_APPROVAL
+    ]
     if answered:
         parts += ["", "## Answers from people", ""]
-        parts += [f"- {e.id}: {e.question}\n  Answer ({e.by}): {e.answer}" for e in answered]
+        parts += [
+            f"- {e['id']}: {e['question']}\n  Answer ({e['by']}): {e['answer']}" for e in answered
+        ]
     verbs = ", ".join(PHASE_VERBS.get(env.family, ()))
     parts += ["", "## How to finish", "", f"Run `git agentrun agent <verb>`, one of: {verbs}."]
     if reports_usage(state):
@@ -71,10 +98,14 @@ def render_context(state: BuildState, env: AgentEnv, plan: str | None) -> str:
     return "\n".join([*parts, ""])
 
 
-def reports_usage(state: BuildState) -> bool:
-    """Whether the open session's runtime counts on its agent to report usage."""
-    from agentrun.agent.usage import reported_by_agent
+def reports_usage(state: Mapping[str, Any]) -> bool:
+    """Whether the open session's runtime counts on its agent to report usage.
 
-    session = state.session
-    config = state.config.runtime(session.runtime) if session else None
-    return config is not None and reported_by_agent(config.kind)
+    As ``Config.runtime`` resolves a ``roles`` entry (``NAME`` or ``NAME:MODEL``): only a
+    configured ``[runtimes.NAME]`` can be of such a kind (the built-in kinds are not).
+    """
+    session = state["session"]
+    if session is None:
+        return False
+    table = state["config"]["runtimes"].get(str(session["runtime"]).partition(":")[0])
+    return table is not None and table["kind"] in REPORTED_BY_AGENT

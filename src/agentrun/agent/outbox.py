@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-import pygit2
+from agentrun.agent.rules import ANY_PHASE_VERBS, AgentEnv, VerbReport, request
+from agentrun.errors import AgentrunError, VerbError
 
-from agentrun.errors import AgentrunError
+# Neither typing, threading nor pygit2 is loaded here at import: the agent's verbs queue
+# through this module, and their start must stay fast; the runner's side loads them.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    import pygit2
 
 OUTBOX = Path(".agentrun") / "run" / "outbox"
 VERSION = 1
@@ -42,6 +47,30 @@ def queue(workdir: Path, request: Mapping[str, Any], under: Path = OUTBOX) -> Pa
             json.dump({"v": VERSION, **request}, fh)
         return path
     raise OSError(f"the outbox {folder} is full")
+
+
+def enqueue(workdir: Path, env: AgentEnv, rep: VerbReport, said: str) -> str:
+    """Queue a checked report in ``workdir``'s outbox; returns the verb's confirmation."""
+    check_not_queued(workdir, env)
+    path = queue(workdir, request(env, rep))
+    return (
+        f"{rep.verb} queued in {path.relative_to(workdir)}; agentrun records it within a "
+        f"heartbeat: {said}"
+    )
+
+
+def check_not_queued(workdir: Path, env: AgentEnv) -> None:
+    """A session reports once: a second report while the first waits is refused here."""
+    for path in sorted((workdir / OUTBOX).glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            claimed, verb = data.get("session"), data.get("verb")
+        except (OSError, ValueError, AttributeError):
+            continue  # unreadable or just drained: the runner judges it
+        if claimed == env.session and verb not in ANY_PHASE_VERBS:
+            raise VerbError(
+                f"session {env.session} already queued a report ({path.name}); nothing queued"
+            )
 
 
 def take(path: Path) -> dict[str, Any] | None:
@@ -69,7 +98,6 @@ def drain(repo: pygit2.Repository, workdir: Path, session: str) -> list[str]:
     line per request says what became of it, for the session's transcript.
     """
     from agentrun.agent.verbs import report
-    from agentrun.kernel.verbs import AgentEnv, VerbReport
 
     folder = workdir / OUTBOX
     said: list[str] = []
@@ -120,11 +148,15 @@ class Drainer:
         self.interval = interval
         self.said: list[str] = []
         self._error: BaseException | None = None
+        import threading
+
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="agentrun-outbox")
         self._thread.start()
 
     def _run(self) -> None:
+        import pygit2
+
         try:
             repo = pygit2.Repository(self.git_dir)
             while not self._stop.wait(self.interval):

@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from agentrun.agent.outbox import queue, take
+from agentrun.agent.rules import REPORTED_BY_AGENT
 from agentrun.errors import VerbError
 from agentrun.events import Usage
 from agentrun.kernel.verbs import AgentEnv, scoped
 
 USAGE = Path(".agentrun") / "run" / "usage"
 # The runtime kinds whose usage only their agent can report.
-REPORTED_BY_AGENT = ("command",)
 # One report's bounds: far past any real session, short of figures that would swamp a
 # build's totals (a lying agent may end its own session early, nothing more).
 MAX_TOKENS = 10**9

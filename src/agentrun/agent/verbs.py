@@ -12,22 +12,20 @@ tools, aider's block, the scripted agent) append through :func:`report` directly
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
-from dataclasses import asdict
 from pathlib import Path
 
 import pygit2
 
 from agentrun import secrets
-from agentrun.agent.outbox import OUTBOX, queue
+from agentrun.agent.outbox import enqueue, queue
+from agentrun.agent.rules import GIT_DIR_VARIABLE, agent_env, request
 from agentrun.errors import VerbError
 from agentrun.gitrepo import open_repo
 from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import BuildState
 from agentrun.kernel.verbs import (
-    ANY_PHASE_VERBS,
     AgentEnv,
     VerbReport,
     check_fits,
@@ -39,24 +37,7 @@ from agentrun.store.append import append_decided
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.log import EventLog
 
-# The main repository's common git dir, set by the runner: under isolation the worktree
-# may have a private git dir of its own, which does not hold the build logs.
-GIT_DIR_VARIABLE = "AGENTRUN_GIT_DIR"
-
-
-def agent_env(environ: Mapping[str, str]) -> AgentEnv:
-    build = environ.get("AGENTRUN_BUILD", "")
-    phase_at = environ.get("AGENTRUN_PHASE", "")
-    session = environ.get("AGENTRUN_SESSION", "")
-    if not (build and phase_at and session):
-        raise VerbError(
-            "agent verbs run inside an agentrun session: AGENTRUN_BUILD, AGENTRUN_PHASE and "
-            "AGENTRUN_SESSION must be set (the runner sets them for the agent)"
-        )
-    phase, _, round_text = phase_at.rpartition("@")
-    if not phase or not round_text.isdigit():
-        raise VerbError(f"AGENTRUN_PHASE={phase_at!r} is not of the form <phase>@<round>")
-    return AgentEnv(build, phase, int(round_text), session, environ.get("AGENTRUN_TASK") or None)
+__all__ = ["agent_env", "log_repository", "report", "submit", "submit_fact", "worktree_of"]
 
 
 class ReadOnlyCache(StateCache):
@@ -91,15 +72,7 @@ def submit(env: AgentEnv, rep: VerbReport, cwd: Path, environ: Mapping[str, str]
     _, state = load_state(EventLog(repo), ReadOnlyCache(repo), env.build)
     check_fits(state, env, rep.verb)
     _, said = verb_draft(state, env, rep, secrets.scrub)
-    workdir = worktree_of(cwd)
-    check_not_queued(workdir, env)
-    request = {"build": env.build, "phase": env.phase, "round": env.round, "task": env.task}
-    request |= {"session": env.session, **asdict(rep), "findings": list(rep.findings)}
-    path = queue(workdir, request)
-    return (
-        f"{rep.verb} queued in {path.relative_to(workdir)}; agentrun records it within a "
-        f"heartbeat: {said}"
-    )
+    return enqueue(worktree_of(cwd), env, rep, said)
 
 
 def submit_fact(
@@ -116,27 +89,11 @@ def submit_fact(
     # Checked here as the runner will check it, so that a refused fact is said at once.
     rep = VerbReport("remember", clean_text(text), (), clean_paths(paths))
     workdir = worktree_of(cwd)
-    request = {"build": env.build, "phase": env.phase, "round": env.round, "task": env.task}
-    request |= {"session": env.session, **asdict(rep), "findings": [], "paths": list(rep.paths)}
-    path = queue(workdir, request)
+    path = queue(workdir, request(env, rep))
     return (
         f"fact queued in {path.relative_to(workdir)}; agentrun records it as proposed: "
         "no later prompt carries it until a person accepts it"
     )
-
-
-def check_not_queued(workdir: Path, env: AgentEnv) -> None:
-    """A session reports once: a second report while the first waits is refused here."""
-    for path in sorted((workdir / OUTBOX).glob("*.json")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            claimed, verb = data.get("session"), data.get("verb")
-        except (OSError, ValueError, AttributeError):
-            continue  # unreadable or just drained: the runner judges it
-        if claimed == env.session and verb not in ANY_PHASE_VERBS:
-            raise VerbError(
-                f"session {env.session} already queued a report ({path.name}); nothing queued"
-            )
 
 
 def report(repo: pygit2.Repository, env: AgentEnv, rep: VerbReport) -> str:

@@ -2,15 +2,25 @@
 
 The verb's command (``git agentrun agent <verb>``), the outbox's drain and the runtimes
 that live inside the runner all check and build a report here; they only read the log
-and append what this returns (DESIGN §6).
+and append what this returns (DESIGN §6). The rules themselves (which verb fits which
+phase, who may speak, what a plain verb needs) live in :mod:`agentrun.agent.rules`,
+free of the models, so that the verb's quick path checks with the same code.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from agentrun import events as ev
+from agentrun.agent import rules
+from agentrun.agent.rules import (
+    ANY_PHASE_VERBS,
+    PHASE_VERBS,
+    AgentEnv,
+    Speaker,
+    VerbReport,
+    plain_said,
+)
 from agentrun.errors import VerbError
 from agentrun.kernel import tasks
 from agentrun.kernel.decide import next_escalation_id
@@ -19,45 +29,26 @@ from agentrun.kernel.graph import GraphError
 from agentrun.kernel.graph import parse as parse_graph
 from agentrun.kernel.state import BuildState
 
-PHASE_VERBS: dict[str, tuple[str, ...]] = {
-    "plan": ("plan", "escalate"),
-    "plan-review": ("approve", "revise", "escalate"),
-    "code-review": ("approve", "revise", "escalate"),
-    "implement": ("done", "escalate"),
-    "reconcile": ("done", "escalate"),
-    "finalize": ("done", "escalate"),
-    "verify": ("pass", "fail", "escalate"),
-    "select": ("select", "escalate"),
-}
+__all__ = [
+    "ANY_PHASE_VERBS",
+    "PHASE_VERBS",
+    "AgentEnv",
+    "VerbReport",
+    "check_fits",
+    "check_session",
+    "scoped",
+    "speaker",
+    "verb_draft",
+]
 
 
-# Verbs any phase takes, beside its own; they end nothing (the session reports after them).
-ANY_PHASE_VERBS = ("remember",)
-
-
-@dataclass(frozen=True)
-class AgentEnv:
-    """Who is speaking: from AGENTRUN_BUILD, AGENTRUN_PHASE (``implement@2``), AGENTRUN_SESSION."""
-
-    build: str
-    phase: str
-    round: int
-    session: str
-    task: str | None = None  # AGENTRUN_TASK: the task of the build's graph it works on
-
-    @property
-    def family(self) -> str:
-        return self.phase.split(":", 1)[0]
-
-
-@dataclass(frozen=True)
-class VerbReport:
-    """What an agent said with a verb: the verb, its text, its findings."""
-
-    verb: str
-    text: str = ""
-    findings: tuple[str, ...] = ()
-    paths: tuple[str, ...] = ()  # ``remember --path``: the globs a fact concerns
+def speaker(state: BuildState) -> Speaker | None:
+    """What the checks need of the state's open session."""
+    session = state.session
+    if session is None:
+        return None
+    reported = None if session.report is None else session.report.type
+    return Speaker(session.session, session.phase, session.round, reported)
 
 
 def scoped(state: BuildState, env: AgentEnv) -> BuildState:
@@ -72,35 +63,12 @@ def scoped(state: BuildState, env: AgentEnv) -> BuildState:
 
 
 def check_fits(state: BuildState, env: AgentEnv, verb: str) -> None:
-    state = scoped(state, env)
-    allowed = PHASE_VERBS.get(env.family, ())
-    if verb not in allowed:
-        raise VerbError(
-            f"`{verb}` does not fit phase {env.phase}; use one of: {', '.join(allowed) or 'none'}"
-        )
-    check_session(state, env)
-    session = state.session
-    assert session is not None
-    if session.report is not None:
-        raise VerbError(
-            f"session {env.session} already reported ({session.report.type}); nothing recorded"
-        )
+    rules.check_fits(speaker(scoped(state, env)), env, verb)
 
 
 def check_session(state: BuildState, env: AgentEnv) -> None:
-    """``env`` speaks for the open session of its build, in its phase and round (what
-    ``remember``, which any phase takes and which ends nothing, needs)."""
-    session = state.session
-    if session is None or session.session != env.session:
-        raise VerbError(
-            f"session {env.session} is not the open session of build {env.build} "
-            "(it ended or was abandoned); nothing recorded"
-        )
-    if session.phase != env.phase or session.round != env.round:
-        raise VerbError(
-            f"session {env.session} runs {session.phase}@{session.round}, "
-            f"not {env.phase}@{env.round}; nothing recorded"
-        )
+    """``env`` speaks for the open session of its build, in its phase and round."""
+    rules.check_speaker(speaker(state), env)
 
 
 def verb_draft(
@@ -134,8 +102,7 @@ def verb_draft(
             said += f"; its task graph is refused and the plan goes back to you: {refused}"
         return Draft(payload, actor, {name: rep.text.encode()}, env.task), said
     if verb in ("approve", "revise"):
-        if verb == "revise" and not rep.findings:
-            raise VerbError("`revise` needs at least one --finding saying what to change")
+        said = plain_said(rep)
         model = ev.PlanReviewVerdict if env.family == "plan-review" else ev.CodeReviewVerdict
         payload = model(
             session=env.session,
@@ -143,10 +110,10 @@ def verb_draft(
             verdict="approve" if verb == "approve" else "revise",
             findings=rep.findings,
         )
-        return Draft(payload, actor, task=env.task), f"verdict recorded: {verb}"
+        return Draft(payload, actor, task=env.task), said
     if verb == "done":
         done = ev.AgentDone(session=env.session, summary_text=rep.text)
-        return Draft(done, actor, task=env.task), "done recorded"
+        return Draft(done, actor, task=env.task), plain_said(rep)
     if verb == "select":
         offered = len(state.offered)
         number = int(rep.text) if rep.text.strip().isdigit() else 0
@@ -158,12 +125,11 @@ def verb_draft(
         chose = ev.CandidateSelected(session=env.session, number=number)
         return Draft(chose, actor, task=env.task), f"candidate {number} selected"
     if verb in ("pass", "fail"):
-        if verb == "fail" and not rep.text.strip():
-            raise VerbError("`fail` needs --reason saying what is wrong")
+        said = plain_said(rep)
         payload = ev.VerifyVerdict(
             session=env.session, verdict="pass" if verb == "pass" else "fail", reason=rep.text
         )
-        return Draft(payload, actor, task=env.task), f"verify verdict recorded: {verb}"
+        return Draft(payload, actor, task=env.task), said
     if not rep.text.strip():
         raise VerbError("`escalate` needs the question to ask")
     esc_id = next_escalation_id(state)

@@ -46,6 +46,8 @@ class StateCache:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
+            # Readable as the log is: an isolated agent's account reads it (agent/quick.py).
+            os.fchmod(fd, 0o644)
             with os.fdopen(fd, "w") as fh:
                 fh.write(data)
             os.replace(tmp, self._path(slug))
