@@ -1,21 +1,21 @@
 """The summary index: ``.git/agentrun/summary.idx``, what ``status`` lists without reading
 a single log (derived and disposable like the state cache, DESIGN §2).
 
-A record is one JSON line stamped with ``KEY`` (the agentrun release and this file's
-format; a record another release wrote is never used), sometimes followed by text:
+A record is a JSON line ``[KEY, kind, ..., n, crc]`` and then ``n`` characters and a
+newline. ``KEY`` is the agentrun release and this file's format (a record another
+release wrote is never used); ``crc`` the CRC-32 of the record's UTF-8 but for itself,
+so that a torn or edited record is never used either.
 
-- ``[KEY, "build", slug, tip, entry, n, crc]`` and then ``n`` characters and a newline
-  (``crc``: the CRC-32 of the record's UTF-8 but for itself, so a torn or edited record
-  is a miss):
+- ``[KEY, "build", slug, tip, entry, n, crc]`` and the text:
   build ``slug``'s summary (kernel/summary.py) at the log's tip ``tip``. ``entry`` holds
   the table's cells and what the live values are computed from; the text is the build's
   ``status --json`` object already encoded, with a NUL character (which JSON text never
   holds raw) where each value read live goes (``SLOTS``), so that ``status`` neither
   decodes nor encodes it. A record is used only while the build's ref, or the archive,
   still names that tip: a moved, rewritten or deleted log misses and is read again.
-- ``[KEY, "archive", tip, [[slug, tip], ...]]``: the archived builds as the archive ref
+- ``[KEY, "archive", tip, [[slug, tip], ...], 0, crc]``: the archived builds as the archive ref
   at ``tip`` lists them, in ``store.archive.archived``'s order.
-- ``[KEY, "base", size]``: the first line of a rewritten file, and its size then.
+- ``[KEY, "base", size, 0, crc]``: the first record of a rewritten file, and its size then.
 
 Later records win. Whoever moves a log appends its record (``O_APPEND``, one write: the
 cost does not grow with the number of builds); ``status`` rewrites the file with only
@@ -82,27 +82,29 @@ def load(folder: str) -> Index:
             data = fh.read().decode("utf-8", "replace")
     except OSError:
         return found
+    decode = json.JSONDecoder().raw_decode  # in place: no slice, no whitespace scan
     at, size = 0, len(data)
     while at < size:
-        start, end = at, data.find("\n", at)
-        end = size if end < 0 else end
         try:
-            item = json.loads(data[start:end])
+            item, end = decode(data, at)
         except ValueError:
-            item = None  # torn by a racing writer, or damaged: those builds are read again
-        at = end + 1
-        if not isinstance(item, list) or not item:
+            item, end = None, at
+        if not isinstance(item, list) or not item or data[end : end + 1] != "\n":
+            at = _resync(data, at + 1)  # torn by a racing writer, or damaged: read again
+            continue
+        start, at = at, end + 1
+        n, crc = item[-2:] if len(item) >= 4 else (-1, None)
+        if not isinstance(n, int) or n < 0:
             at = _resync(data, at)
             continue
+        text, at = data[at : at + n], at + n + 1
+        if data[at - 1 : at] != "\n" or crc != _crc(data[start:end], text):
+            at = _resync(data, end + 1)  # torn or edited: what follows may be whole
+            continue
         found.records += 1
-        if item[1:2] == ["build"] and len(item) == 7 and isinstance(item[5], int) and item[5] >= 0:
-            text = data[at : at + item[5]]
-            at += item[5] + 1
-            if data[at - 1 : at] != "\n" or item[6] != _crc(data[start:end], text):
-                at = _resync(data, end + 1)  # torn or edited: what follows may be whole
-            elif item[0] == KEY:
-                _take_build(found, item[2:5], text)
-        elif item[0] == KEY and item[1:2] == ["archive"] and len(item) == 4:
+        if item[0] == KEY and item[1] == "build" and len(item) == 7:
+            _take_build(found, item[2:5], text)
+        elif item[0] == KEY and item[1] == "archive" and len(item) == 6:
             _take_archive(found, item[2], item[3])
     return found
 
@@ -184,9 +186,7 @@ def row_text(entry: Entry, values: list[str]) -> str:
     return "".join(filled)
 
 
-def _record(kind: str, *item: object, text: str | None = None) -> str:
-    if text is None:
-        return json.dumps([KEY, kind, *item], ensure_ascii=False, separators=(",", ":")) + "\n"
+def _record(kind: str, *item: object, text: str = "") -> str:
     head = json.dumps([KEY, kind, *item, len(text), 0], ensure_ascii=False, separators=(",", ":"))
     head = f"{head[: head.rfind(',')]},{_crc(head, text)}]"
     return f"{head}\n{text}\n"
