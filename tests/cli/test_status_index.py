@@ -15,10 +15,11 @@ import pygit2
 import pytest
 from click.testing import CliRunner
 from conftest import git
-from runner.helpers import cli_env
+from runner.helpers import cli_env, configure
 
 from agentrun.cli.main import cli
 from agentrun.commands import status
+from agentrun.commands.build import create_build, run_build
 from agentrun.events import (
     BuildCompleted,
     BuildCreated,
@@ -180,6 +181,16 @@ def test_the_append_path_keeps_the_index(here: Path, repo: pygit2.Repository) ->
     found = summary.load(str(index_of(here).parent)).entry("build", tip)
     assert found is not None and found["state"] == "paused"
     assert by_slug(status_out("--json"))["build"]["state"] == "paused"
+
+
+def test_a_runner_keeps_the_index_as_it_appends(here: Path, repo: pygit2.Repository) -> None:
+    configure(here, [{"phase": "implement", "write": {"app.py": "VALUE = 1\n"}}])
+    slug = create_build(repo, "Add the app").slug
+    assert run_build(repo, slug).state.state_name == "complete"
+    tip = str(repo.references[f"refs/agentrun/builds/{slug}"].target)
+    found = summary.load(str(index_of(here).parent)).entry(slug, tip)
+    assert found is not None and found["state"] == "complete"
+    assert imported(here) == []  # so status reads no log
 
 
 def test_an_index_that_cannot_be_written_changes_nothing(
