@@ -148,23 +148,27 @@ def _pair(item: object) -> bool:
 def entry(summary: dict[str, Any]) -> Entry:
     """What the index keeps of a summary (kernel/summary.py): the row encoded as ``status
     --json`` prints it (``json.dumps(indent=2)``), with a NUL where each live value goes."""
-    import re
     import secrets
 
     row = dict(summary["row"])
     tasks = [dict(t) for t in row["tasks"]]
     row["tasks"] = tasks
-    while True:
-        nonce = secrets.token_hex(16)  # no text a build holds names the slots by chance
-        slot = 0
-        for holder, names in [(row, SLOTS), *((t, TASK_SLOTS) for t in tasks)]:
-            for name in names:
-                holder[name] = f"{SLOT}{nonce}:{slot}"
-                slot += 1
-        text = json.dumps(row, indent=2, ensure_ascii=False).replace("\n", "\n" + INDENT)
-        parts = re.split(rf'"\\u0000{nonce}:(\d+)"', text)
-        if parts[1::2] == [str(n) for n in range(slot)]:
-            break
+    nonce = secrets.token_hex(16)  # no text a build holds names a slot by chance
+    slots: list[str] = []
+    for holder, names in [(row, SLOTS), *((t, TASK_SLOTS) for t in tasks)]:
+        for name in names:
+            holder[name] = f"{SLOT}{nonce}:{len(slots)}"
+            slots.append(json.dumps(holder[name]))
+    rest = json.dumps(row, indent=2, ensure_ascii=False).replace("\n", "\n" + INDENT)
+    parts = []
+    for slot in slots:
+        part, found, rest = rest.partition(slot)
+        parts.append(part)
+        if not found or nonce in part:
+            # The slots are filled in this order (row_text): a row whose keys came in
+            # another order would put a value in the wrong place.
+            raise AssertionError(f"the live values of a status row are out of order: {slot}")
+    parts.append(rest)
     return {
         "status": summary["status"],
         "state": summary["row"]["state"],
@@ -172,7 +176,7 @@ def entry(summary: dict[str, Any]) -> Entry:
         "created_at": summary["row"]["created_at"],
         "cells": summary["cells"],
         "tasks": summary["tasks"],
-        "json": SLOT.join(parts[0::2]),
+        "json": SLOT.join(parts),
     }
 
 
