@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pygit2
-from _common import IDENTITY
+from _common import empty_repo
 
 from agentrun.events import (
     BuildCreated,
@@ -124,15 +124,8 @@ def main() -> None:
     args = parser.parse_args()
     builds, reps = (5, 2) if args.quick else (200, 9)
 
-    bindir = str(Path(sys.executable).parent)  # where `git-agentrun` is installed
-    env = {**os.environ, **IDENTITY, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
-    os.environ.update(IDENTITY)
     with tempfile.TemporaryDirectory(prefix="agentrun-bench-cli-") as tmp:
-        path = Path(tmp) / "repo"
-        subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True, env=env)
-        subprocess.run(
-            ["git", "commit", "-q", "--allow-empty", "-m", "start"], cwd=path, check=True, env=env
-        )
+        path, env = empty_repo(Path(tmp))
         t0 = time.perf_counter()
         make_builds(path, builds)
         print(f"({builds} builds created in {time.perf_counter() - t0:.2f} s)")

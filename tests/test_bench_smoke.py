@@ -38,6 +38,11 @@ RATIO_LINES = {
     ],
     "runtimes.py": ["ratio start-overhead/server:", "ratio end-overhead/server:"],
     "secrets.py": ["recall: ", "false-positive candidates in rich", "ratio scrub new/old:"],
+    "status.py": [
+        "ratio status/for-each-ref:",
+        "ratio status --json/for-each-ref:",
+        "ratio cold status/for-each-ref:",
+    ],
     "sweep.py": ["ratio sweep warm/baseline:", "ratio sweep() in-process/baseline:"],
     "tasks.py": [
         "ratio parallel/serial:",

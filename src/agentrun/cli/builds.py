@@ -123,12 +123,13 @@ def finish(outcome: Outcome) -> NoReturn:
 @click.option("--live-only", is_flag=True, help="Leave archived builds out.")
 def status(as_json: bool, live_only: bool) -> None:
     """Every build and its tasks: state, phase, round, open escalation, proposal, age."""
-    from agentrun.cli.render import status_table, unreadable_line
-    from agentrun.commands.inspect import rows, status_json
+    from agentrun.cli.table import status_table, unreadable_line
+    from agentrun.commands.status import listing as read_listing
+    from agentrun.commands.status import status_text
 
-    listing = rows(current_repo(), include_archived=not live_only)
+    listing = read_listing(os.getcwd(), include_archived=not live_only)
     if as_json:
-        echo_json(status_json(listing))
+        click.echo(status_text(listing))
     elif listing.rows or not listing.unreadable:
         status_table(listing.rows)
     for slug, error in listing.unreadable:
@@ -155,7 +156,8 @@ def log(slug: str, as_json: bool, follow: bool) -> None:
     if follow:
         import json
 
-        from agentrun.commands.inspect import JSON_SCHEMA, STOPPED, Follow
+        from agentrun.commands.inspect import Follow
+        from agentrun.commands.status import JSON_SCHEMA, STOPPED
 
         followed = Follow(repo, slug)
         for stored in followed:

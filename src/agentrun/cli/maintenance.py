@@ -74,7 +74,7 @@ def sync(remote: str) -> None:
 def sweep(remote: str | None, time_limit: float | None, as_json: bool) -> None:
     """Resume builds that were answered or whose runner died; report the rest."""
     from agentrun.cli.output import outliving_readers
-    from agentrun.cli.render import unreadable_line
+    from agentrun.cli.table import unreadable_line
     from agentrun.commands.build import deadline
     from agentrun.commands.sweep import sweep as sweep_builds
 

@@ -2,120 +2,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import click
 
-from agentrun.commands.inspect import BuildRow, task_rows
+from agentrun.cli.table import table
 from agentrun.events import Usage, describe_actor
 from agentrun.forge.base import ProposalInfo
 from agentrun.kernel import approval
 from agentrun.kernel.budget import how_to_price
 from agentrun.kernel.ladder import rung_spend
 from agentrun.kernel.state import BuildState
+from agentrun.kernel.summary import cost_cell, task_rows, tokens_cell
 from agentrun.store.log import Stored
 
 if TYPE_CHECKING:
     from agentrun.commands.doctor import Diagnosis
 
 
-def age(when: datetime | None, now: datetime | None = None) -> str:
-    if when is None:
-        return "-"
-    seconds = int(((now or datetime.now(UTC)) - when).total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{max(seconds, 0)}s"
-
-
-def table(headers: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
-    widths = [
-        max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(headers)
-    ]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return [fmt.format(*headers).rstrip()] + [fmt.format(*r).rstrip() for r in body]
-
-
-def status_table(found: list[BuildRow]) -> None:
-    if not found:
-        click.echo('no builds yet: `git agentrun run "GOAL"` starts one')
-        return
-    body = []
-    for row in found:
-        s = row.state
-        esc = next(iter(s.open_escalations), None)
-        proposal = "-"
-        if s.proposal is not None:
-            flag = (
-                "merged"
-                if s.proposal.merged
-                else "closed"
-                if s.proposal.closed
-                else ("ready" if s.proposal.ready else "draft")
-            )
-            proposal = f"#{s.proposal.number} {flag}"
-        state = row.state_name + (" (archived)" if row.archived else "")
-        if approval.waiting(s) is not None:
-            state += " (plan approval)"
-        body.append(
-            [
-                s.slug,
-                state,
-                s.phase_label,
-                str(s.current_round),
-                esc.id if esc else "-",
-                proposal,
-                tokens_text(s.usage),
-                cost_text(s),
-                age(s.created_at),
-            ]
-        )
-        for task in row.tasks:
-            t = task.task
-            body.append(
-                [
-                    f"  └ {t.id}",
-                    task.state_name,
-                    task.phase,
-                    str(t.impl_round),
-                    task.escalation.id if task.escalation else "-",
-                    "-",
-                    tokens_text(t.usage),
-                    cost_text(s, t.usage),
-                    "-",
-                ]
-            )
-    headers = [
-        "BUILD",
-        "STATE",
-        "PHASE",
-        "ROUND",
-        "ESCALATION",
-        "PROPOSAL",
-        "TOKENS",
-        "COST",
-        "AGE",
-    ]
-    for line in table(headers, body):
-        click.echo(line)
-
-
 def tokens_text(usage: Usage) -> str:
     """A TOKENS cell: ``unreported`` for sessions whose agent reported nothing."""
-    return "unreported" if not usage.reported and not usage.tokens else f"{usage.tokens:,}"
+    return tokens_cell(usage.tokens, usage.reported)
 
 
 def cost_text(state: BuildState, usage: Usage | None = None) -> str:
     """The build's cost, or ``usage``'s (one of its tasks'); ``?`` marks a total that may
     leave out sessions of unknown price (the build had some)."""
     used = state.usage if usage is None else usage
-    cost = used.cost_usd
-    if cost is None:
-        return "unknown" if used.tokens else "-"
-    return f"${cost:.4f}" + ("?" if state.unpriced_models else "")
+    return cost_cell(used.cost_usd, used.tokens, bool(state.unpriced_models))
 
 
 def event_line(stored: Stored) -> str:
@@ -128,10 +42,6 @@ def event_line(stored: Stored) -> str:
         f"{e.seq:>4} {e.ts:%H:%M:%S} {stored.oid[:8]} {e.type:<24} {task}{summary}"
         f"  [{describe_actor(e.actor)}]"
     )
-
-
-def unreadable_line(slug: str, error: str) -> str:
-    return f"agentrun: build {slug} cannot be read: {error}"
 
 
 def outcome_lines(state: BuildState, word: str) -> list[str]:

@@ -16,13 +16,8 @@ from typing import TYPE_CHECKING, Literal
 
 import pygit2
 
-from agentrun.commands.inspect import (
-    JSON_SCHEMA,
-    Unreadable,
-    read_build,
-    state_word,
-    unreadable_json,
-)
+from agentrun.commands.inspect import Unreadable, read_build, state_word
+from agentrun.commands.status import JSON_SCHEMA, unreadable_json
 from agentrun.config import load_config
 from agentrun.errors import AgentrunError
 from agentrun.kernel import approval

@@ -4,7 +4,8 @@
 nothing). The append is made on that tip only; when another writer moved it meanwhile,
 the log is read again and ``decide`` asked again, so every check it makes holds for what
 is written. The retries are bounded and jittered (:mod:`agentrun.store.cas`); giving up
-raises ``ConcurrentUpdateError`` naming the write.
+raises ``ConcurrentUpdateError`` naming the write. The new state goes to the state cache,
+and with it the build's line to the summary index that ``status`` reads.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agentrun.kernel.draft import Draft
+from agentrun.kernel.evolve import evolve
 from agentrun.kernel.state import BuildState
 from agentrun.store import cas
 from agentrun.store.cache import StateCache, load_state
@@ -60,6 +62,16 @@ def append_decided(
         if not drafts:
             return None
         new_tip, stored = log.append(slug, drafts, tip)
+        if read is None:  # a caller with a reader of its own (the runner) keeps its state
+            states.put(slug, new_tip.oid, fold(state, stored))
         return Appended(state, new_tip, stored)
 
     return cas.retry(attempt, what or f"the log of {slug}", attempts)
+
+
+def fold(state: BuildState, stored: Sequence[Stored]) -> BuildState:
+    """The state after the events just appended: the state cache and the summary index
+    (store/summary.py) get the tip this append moved, so no reader replays it."""
+    for item in stored:
+        state = evolve(state, item.event)
+    return state

@@ -20,12 +20,18 @@ from agentrun.gitrepo import agentrun_dir
 from agentrun.kernel import replay
 from agentrun.kernel.evolve import evolve
 from agentrun.kernel.state import BuildState
+from agentrun.kernel.summary import summarize
 from agentrun.store.log import EventLog, check_slug
+from agentrun.store.summary import record
 
 
 class StateCache:
-    def __init__(self, repo: pygit2.Repository) -> None:
+    """``summaries``: keep the summary index (store/summary.py) in step with every state
+    put here; off only for ``status``, which writes the index once for all it read."""
+
+    def __init__(self, repo: pygit2.Repository, summaries: bool = True) -> None:
         self.root = agentrun_dir(repo) / "cache"
+        self.summaries = summaries
 
     def _path(self, slug: str) -> Path:
         return self.root / f"{check_slug(slug)}.json"
@@ -40,6 +46,8 @@ class StateCache:
             return None  # absent or from another version: replay
 
     def put(self, slug: str, tip: str, state: BuildState) -> None:
+        if self.summaries:
+            record(str(self.root.parent), slug, tip, summarize(state))
         data = json.dumps(
             {"agentrun": __version__, "tip": tip, "state": state.model_dump(mode="json")}
         )
