@@ -21,6 +21,7 @@ from agentrun.cli.action import action
 from agentrun.cli.agent import agent
 from agentrun.cli.help import COMPLETE_VAR, completion, help_command
 from agentrun.cli.hook import hook
+from agentrun.cli.mcp import mcp
 from agentrun.cli.memory import memory
 from agentrun.cli.pulls import pulls
 from agentrun.errors import EXIT_BUG, EXIT_INTERRUPT, EXIT_USER
@@ -109,6 +110,7 @@ for command in (
     pulls,
     memory,
     agent,
+    mcp,
     hook,
     help_command,
     completion,
