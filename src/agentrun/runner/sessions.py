@@ -8,6 +8,7 @@ the log, and no report from the session means ``phase.failed`` (``no-terminal``)
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 import uuid
@@ -29,6 +30,7 @@ from agentrun.kernel.runner import made
 from agentrun.kernel.session_end import PRODUCERS
 from agentrun.kernel.sessions import AgentWork, SessionJob, Turn, job_of, subject
 from agentrun.kernel.state import BuildState, Report
+from agentrun.mcp.servers import secret_values, user_servers
 from agentrun.prices import price_of, runtime_price, with_cost
 from agentrun.runner.build import BuildHandle, Observer
 from agentrun.runner.environment import session_env
@@ -44,6 +46,7 @@ from agentrun.runtimes.base import (
     key_variable,
     make_runtime,
 )
+from agentrun.runtimes.mcp_config import MCP_KINDS
 from agentrun.store.lease import Heartbeat
 from agentrun.store.notes import add_note
 
@@ -190,6 +193,8 @@ class SessionRunner:
         # The credentials its `env` table gives the runtime are scrubbed like secrets from
         # here on (the build's config snapshot, written before, keeps what it needs).
         secrets.remember(secrets.values_of((key_variable(config),), config.env))
+        servers = user_servers(state.config, job.role, os.environ)
+        secrets.remember(secret_values(servers))  # a server's env is a credential too
         plan = self.build.log.text(self.build.tip, state.plan)
         spec = SessionSpec(
             session=session,
@@ -199,7 +204,14 @@ class SessionRunner:
             attempt=job.attempt,
             role=job.role,
             prompt=render_prompt(
-                self.repo, state, job.phase, job.round, job.feedback, plan, self.observer.warning
+                self.repo,
+                state,
+                job.phase,
+                job.round,
+                job.feedback,
+                plan,
+                self.observer.warning,
+                mcp=config.kind in MCP_KINDS,
             ),
             workdir=self.workspace.path,
             env=session_env(
@@ -223,6 +235,7 @@ class SessionRunner:
             ),
             git_dir=common_dir(self.repo),
             task=state.task,
+            mcp_servers=servers,
         )
         control = SessionControl(on_activity=self.observer.activity, on_process=self._record_agent)
         watcher = AbortWatcher(self.repo, state.slug, control.cancel, self.remote_abort)

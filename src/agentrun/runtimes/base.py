@@ -16,6 +16,7 @@ from agentrun.config import RuntimeConfig
 from agentrun.errors import RuntimeSetupError
 from agentrun.events import Usage
 from agentrun.kernel.verbs import AgentEnv
+from agentrun.mcp.servers import ServerSpec
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class SessionSpec:
     git_dir: Path | None = None
     # The task of the build's graph the session works on (AGENTRUN_TASK); None: the build.
     task: str | None = None
+    # The user's MCP servers for the session's role ([mcp.servers], env resolved).
+    mcp_servers: tuple[ServerSpec, ...] = ()
 
     def agent_env(self) -> AgentEnv:
         """Who the session's agent speaks as, for runtimes that report for it."""
