@@ -148,15 +148,20 @@ for line in sys.stdin:
 """
 
 
-def mcp_tables(tmp_path: Path, crash: bool) -> str:
+BROKEN = {
+    "crash": ("import sys; sys.exit(3)", 20),
+    "silent": ("import time; time.sleep(600)", 3),  # never answers `initialize`
+}
+
+
+def mcp_tables(tmp_path: Path, broken: str | None = None) -> str:
     probe = tmp_path / "probe.py"
     probe.write_text(PROBE)
-    command = [sys.executable, "-c", "import sys; sys.exit(3)"] if crash else [sys.executable]
-    args = command[1:] if crash else [str(probe)]
+    args, timeout = (["-c", BROKEN[broken][0]], BROKEN[broken][1]) if broken else ([str(probe)], 20)
     return (
         "[mcp.servers.probe]\n"
-        f"command = {json.dumps(command[0])}\nargs = {json.dumps(args)}\n"
-        'pass_env = ["PROBE_TOKEN"]\ntimeout_seconds = 20\n'
+        f"command = {json.dumps(sys.executable)}\nargs = {json.dumps(args)}\n"
+        f'pass_env = ["PROBE_TOKEN"]\ntimeout_seconds = {timeout}\n'
     )
 
 
@@ -186,7 +191,7 @@ def test_a_user_server_is_started_and_its_secret_scrubbed(
     script["implement@1"] = [(probe,), *script["implement@1"]]
     with ModelServer(tool_agent(script)) as server:
         tables = {kind: runtime_table(kind, server.url, tmp_path)}
-        roles = f'roles.default = ["{kind}"]\n' + mcp_tables(tmp_path, crash=False)
+        roles = f'roles.default = ["{kind}"]\n' + mcp_tables(tmp_path)
         slug, outcome = run_with(repo_path, repo, tables, roles)
 
     assert_whole_build(repo_path, repo, slug, outcome)
@@ -197,9 +202,13 @@ def test_a_user_server_is_started_and_its_secret_scrubbed(
     assert "the probe holds [redacted]" in told and SECRET not in told
 
 
-@pytest.mark.parametrize("kind", ["claude", "codex"])
+# Claude Code has one start-up timeout for all its servers, agentrun's (60 s) included: a
+# silent server is Codex's case here, whose timeout is each server's own.
+@pytest.mark.parametrize(
+    ("kind", "broken"), [("claude", "crash"), ("codex", "crash"), ("codex", "silent")]
+)
 def test_a_user_server_that_cannot_start_moves_on_to_the_alternate(
-    kind: str, repo_path: Path, repo: pygit2.Repository, tmp_path: Path
+    kind: str, broken: str, repo_path: Path, repo: pygit2.Repository, tmp_path: Path
 ) -> None:
     scripted = {"kind": "script", "script": "agent-script.toml"}
     with ModelServer(tool_agent({})) as server:
@@ -210,7 +219,7 @@ def test_a_user_server_that_cannot_start_moves_on_to_the_alternate(
             base=f'roles.default = ["{kind}", "scripted"]\n'
             + toml_table(kind, table)
             + toml_table("scripted", scripted)
-            + mcp_tables(tmp_path, crash=True)
+            + mcp_tables(tmp_path, broken)
             + VERIFY,
         )
         created = create_build(repo, GOAL)
