@@ -27,6 +27,7 @@ RATIO_LINES = {
     "demo.py": ["ratio overhead/git-commits:"],
     "forge.py": ["ratio pushed/plain-push:", "ratio action-sweep/sweep:"],
     "gitcli.py": ["ratio hardened/bare:"],
+    "mcp.py": ["ratio mcp call/shell verb:", "ratio mcp start/shell verb:"],
     "memory.py": ["ratio build with ", "memory read + block: "],
     "notes.py": ["ratio concurrent/one-writer:", "round 1: present 10/10 (0% lost)"],
     "install.py": ["ratio install+demo after/before:", "ratio site-packages after/before:"],

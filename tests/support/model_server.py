@@ -44,6 +44,9 @@ PATHS: dict[str, Protocol] = {
 class ToolCall:
     name: str
     arguments: dict[str, Any]
+    # The Responses API's tool namespace (Codex puts an MCP server's tools in
+    # ``mcp__<server>``, each called by its own name).
+    namespace: str | None = None
 
 
 @dataclass(frozen=True)
@@ -375,6 +378,7 @@ def _responses_output(turn: Turn, n: int) -> list[dict[str, Any]]:
                 "id": f"fc_{n}_{i}",
                 "call_id": f"call_{n}_{i}",
                 "name": call.name,
+                **({"namespace": call.namespace} if call.namespace else {}),
                 "arguments": _arguments(call),
                 "status": "completed",
             }

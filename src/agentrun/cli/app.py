@@ -19,6 +19,7 @@ from agentrun.cli.agent import agent
 from agentrun.cli.exits import failure
 from agentrun.cli.help import completion, help_command
 from agentrun.cli.hook import hook
+from agentrun.cli.mcp import mcp
 from agentrun.cli.memory import memory
 from agentrun.cli.pulls import pulls
 
@@ -52,6 +53,7 @@ for command in (
     pulls,
     memory,
     agent,
+    mcp,
     hook,
     help_command,
     completion,

@@ -61,8 +61,11 @@ def render_prompt(
     feedback: tuple[str, ...],
     plan: str | None,
     warn: Callable[[str], object],
+    mcp: bool = False,
 ) -> str:
-    """The phase's prompt; ``warn`` is told what the person must see (a damaged memory)."""
+    """The phase's prompt; ``warn`` is told what the person must see (a damaged memory).
+    ``mcp``: the agent has agentrun's MCP tools (``mcp.md``, also overridable), and is
+    told to report through them."""
     family, _, step = phase.partition(":")
     if family not in FAMILIES:
         family = "implement"
@@ -83,6 +86,14 @@ def render_prompt(
     )
     # Only known {names} are filled: an override may hold any other braces verbatim.
     text = _FIELD.sub(lambda m: values.get(m[1], m[0]), template(repo, state.base_sha, family))
+    if mcp:
+        from agentrun.kernel.verbs import PHASE_VERBS
+
+        verbs = ", ".join(f"`{v}`" for v in PHASE_VERBS.get(family, ()))
+        tools = template(repo, state.base_sha, "mcp")
+        text = (
+            text.rstrip("\n") + "\n" + _FIELD.sub(lambda m: {"verbs": verbs}.get(m[1], m[0]), tools)
+        )
     return text + instructions(repo, state.base_sha) + memory_block(repo, state, warn)
 
 

@@ -46,6 +46,7 @@ from agentrun.runtimes.base import (
     key_variable,
     make_runtime,
 )
+from agentrun.runtimes.mcp_config import MCP_KINDS
 from agentrun.store.lease import Heartbeat
 from agentrun.store.notes import add_note
 
@@ -204,7 +205,14 @@ class SessionRunner:
             attempt=job.attempt,
             role=job.role,
             prompt=render_prompt(
-                self.repo, state, job.phase, job.round, job.feedback, plan, self.observer.warning
+                self.repo,
+                state,
+                job.phase,
+                job.round,
+                job.feedback,
+                plan,
+                self.observer.warning,
+                mcp=config.kind in MCP_KINDS,
             ),
             workdir=self.workspace.path,
             env=session_env(

@@ -3,15 +3,22 @@
 ::
 
     claude -p --output-format stream-json --verbose [--model M]
-           --allowedTools Bash,Read,Edit,Write,Glob,Grep [--resume ID] [extra_args]
+           --mcp-config .agentrun/run/claude/mcp.json --strict-mcp-config
+           --allowedTools Bash,Read,Edit,Write,Glob,Grep,mcp__agentrun__*,…
+           [--resume ID] [extra_args]
 
 runs in the worktree with the phase prompt on stdin (no argument-length limit, and
-not visible in ``ps``). The agent edits files with its own tools and reports with
-``git agentrun agent …`` through Bash. The stream (one JSON object a line) becomes a
-readable transcript; the ``result`` event gives usage (``total_cost_usd`` included),
-and the ``session_id`` is kept so that a producer's next round continues the session
-with ``--resume`` (DESIGN §12). A session id Claude Code no longer has (another
-machine, a cleared ``~/.claude``) starts fresh.
+not visible in ``ps``). The agent edits files with its own tools and reports through
+agentrun's MCP tools (``git agentrun mcp``; the shell verbs work too), beside the
+user's MCP servers for its role (:mod:`agentrun.runtimes.mcp_config`). A server the
+``system/init`` event reports as not started ends the run: the session is
+``unavailable`` and the role's next alternate takes over.
+
+The stream (one JSON object a line) becomes a readable transcript; the ``result``
+event gives usage (``total_cost_usd`` included), and the ``session_id`` is kept so that
+a producer's next round continues the session with ``--resume`` (DESIGN §12). A
+session id Claude Code no longer has (another machine, a cleared ``~/.claude``) starts
+fresh.
 
 Failures: no binary is ``unavailable``; "Invalid API key", "Not logged in" or a
 401/403 is ``auth`` (set ``ANTHROPIC_API_KEY``); 429, 5xx and refused connections are
@@ -29,6 +36,8 @@ from typing import Any
 
 from agentrun import procs
 from agentrun.events import Usage
+from agentrun.mcp.servers import ServerSpec
+from agentrun.runtimes import mcp_config
 from agentrun.runtimes.agent_cli import (
     CliHandle,
     CliRuntime,
@@ -41,10 +50,12 @@ from agentrun.runtimes.agent_cli import (
     integer,
     one_line,
     register_cli,
+    scratch_dir,
     stopped,
 )
 from agentrun.runtimes.base import (
     BUDGET,
+    UNAVAILABLE,
     Handle,
     SessionControl,
     SessionSpec,
@@ -70,6 +81,7 @@ class ClaudeStream(JsonLines):
         # Why the budget is spent (None: it is not): the CLI is ended before its next ask.
         self.over_budget: str | None = None
         self.stop: threading.Event | None = None  # what ends the CLI's process tree
+        self.mcp_failed: list[str] = []  # the MCP servers that did not start
 
     @property
     def seen(self) -> Usage:
@@ -83,6 +95,9 @@ class ClaudeStream(JsonLines):
         kind = event.get("type")
         if kind == "system" and event.get("subtype") == "init":
             say(f"[claude] session {sid} · model {event.get('model')} · cwd {event.get('cwd')}\n")
+            self.mcp_failed = mcp_config.claude_failed(event)
+            if self.mcp_failed and self.stop is not None:
+                self.stop.set()
         elif kind == "assistant":
             self._assistant(event.get("message"))
         elif kind == "user":
@@ -158,11 +173,15 @@ class ClaudeRuntime(CliRuntime):
     binary = "claude"
     hint = "install it with `npm install -g @anthropic-ai/claude-code` or set `binary`"
 
-    def argv(self, binary: str, resume: str | None) -> list[str]:
+    def argv(
+        self, binary: str, resume: str | None, servers: tuple[ServerSpec, ...], config: str
+    ) -> list[str]:
         argv = [binary, "-p", "--output-format", "stream-json", "--verbose"]
         if self.config.model:
             argv += ["--model", self.config.model]
-        argv += ["--allowedTools", ",".join(self.config.allowed_tools or DEFAULT_TOOLS)]
+        argv += ["--mcp-config", config, "--strict-mcp-config"]
+        tools = [*(self.config.allowed_tools or DEFAULT_TOOLS), *mcp_config.allowed_tools(servers)]
+        argv += ["--allowedTools", ",".join(tools)]
         if resume:
             argv += ["--resume", resume]
         return argv + list(self.config.extra_args)
@@ -173,6 +192,7 @@ class ClaudeRuntime(CliRuntime):
         env = {"CLAUDE_CODE_MAX_RETRIES": str(self.config.max_retries)}
         # The cap on one answer is what a first session's estimate counts on.
         env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(self.config.output_cap)
+        env |= mcp_config.claude_timeouts(spec.mcp_servers)
         return env | super().environment(spec)
 
     def _run(self, turn: CliTurn) -> TurnResult:
@@ -194,7 +214,10 @@ class ClaudeRuntime(CliRuntime):
     ) -> tuple[ClaudeStream, procs.Finished | TurnResult]:
         stream = ClaudeStream(turn.handle, turn.control)
         stream.stop = EitherEvent(turn.control.cancel)
-        argv = self.argv(turn.binary, resume)
+        spec = turn.handle.spec
+        servers = mcp_config.session_servers(turn.env, spec.mcp_servers)
+        config = mcp_config.claude_config(servers, scratch_dir(spec.workdir, "claude"))
+        argv = self.argv(turn.binary, resume, servers, str(config))
         return stream, turn.run(argv, stream.line, turn.prompt, stream.stop)
 
 
@@ -217,6 +240,10 @@ def _outcome(
         error = f"{stream.over_budget}: Claude Code was ended before asking the model again"
         handle.transcript.append(f"[agentrun] {error}\n")
         return TurnResult(ok=False, usage=usage, error=error, cause=BUDGET)
+    if stream.mcp_failed:
+        error = mcp_config.failure(", ".join(stream.mcp_failed))
+        handle.transcript.append(f"[agentrun] {error}: Claude Code was ended\n")
+        return TurnResult(ok=False, usage=usage, error=error, cause=UNAVAILABLE)
     halted = stopped(done, handle, usage)
     if halted is not None:
         return halted

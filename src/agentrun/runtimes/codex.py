@@ -22,6 +22,13 @@ runtime appends it after the turn, validated as if live (DESIGN §6,
 :func:`agentrun.agent.outbox.drain`). The sandbox is left as it is: opening the log
 to the agent would let it write any event, not only its own report.
 
+Every session gets agentrun's MCP server and the user's servers for its role as
+``-c mcp_servers.NAME={…}`` settings (:mod:`agentrun.runtimes.mcp_config`), each
+``required``: one that cannot start ends ``codex exec`` before the model is asked, and the
+session is ``unavailable`` (the role's next alternate takes over). agentrun's server runs
+where Codex runs (inside its sandbox, or ours), and queues reports in the outbox as the
+shell verbs do.
+
 The JSONL events (``thread.started``, ``item.*``, ``turn.completed`` with usage,
 ``turn.failed``, ``error``) become the transcript; the thread id is kept so that a
 producer's next round continues it with ``codex exec resume`` (a thread Codex no
@@ -36,6 +43,7 @@ is watched, and the process tree is ended once what is left of the session's
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Mapping
@@ -48,6 +56,7 @@ from agentrun import procs
 from agentrun.agent.outbox import drain
 from agentrun.config import RuntimeConfig
 from agentrun.events import Usage
+from agentrun.runtimes import mcp_config
 from agentrun.runtimes.agent_cli import (
     CliHandle,
     CliRuntime,
@@ -63,7 +72,14 @@ from agentrun.runtimes.agent_cli import (
     register_cli,
     stopped,
 )
-from agentrun.runtimes.base import BUDGET, Handle, SessionControl, TurnResult, out_of_tokens
+from agentrun.runtimes.base import (
+    BUDGET,
+    UNAVAILABLE,
+    Handle,
+    SessionControl,
+    TurnResult,
+    out_of_tokens,
+)
 
 DEFAULT_KEY_VAR = "OPENAI_API_KEY"
 SETTINGS = ("allow_login_shell=false", "features.unbounded_connection_retries=false")
@@ -185,7 +201,9 @@ class CodexRuntime(CliRuntime):
     binary = "codex"
     hint = "install it with `npm install -g @openai/codex` or set `binary`"
 
-    def argv(self, binary: str, resume: str | None, isolated: bool = False) -> list[str]:
+    def argv(
+        self, binary: str, resume: str | None, isolated: bool = False, mcp: tuple[str, ...] = ()
+    ) -> list[str]:
         # Isolated by agentrun (bubblewrap or an unprivileged account), Codex's own
         # sandbox cannot start inside ours (its bubblewrap needs namespaces we take away),
         # and every tool call would fail: agentrun's sandbox is then the one that holds.
@@ -195,7 +213,7 @@ class CodexRuntime(CliRuntime):
             argv += ["-c", setting]
         if self.config.model:
             argv += ["-m", self.config.model]
-        argv += list(self.config.extra_args)
+        argv += [*mcp, *self.config.extra_args]
         return argv + (["resume", resume, "-"] if resume else ["-"])
 
     def _run(self, turn: CliTurn) -> TurnResult:
@@ -221,8 +239,12 @@ class CodexRuntime(CliRuntime):
     ) -> tuple[CodexStream, procs.Finished | TurnResult]:
         before = before or Usage()
         stream = CodexStream(turn.handle, turn.control)
-        isolated = turn.handle.spec.sandbox is not None
-        argv = self.argv(turn.binary, resume, isolated)
+        spec = turn.handle.spec
+        isolated = spec.sandbox is not None
+        servers = mcp_config.session_servers(turn.env, spec.mcp_servers)
+        flags, carried = mcp_config.codex_settings(servers, spec.workdir, turn.env)
+        turn = dataclasses.replace(turn, env={**turn.env, **carried})
+        argv = self.argv(turn.binary, resume, isolated, tuple(flags))
         stop = EitherEvent(turn.control.cancel)
         ended = threading.Event()
         limit = turn.handle.spec.max_tokens
@@ -270,6 +292,11 @@ class CodexRuntime(CliRuntime):
         halted = stopped(done, handle, usage)
         if halted is not None:
             return halted
+        server = mcp_config.codex_failed(done.output) if stream.usage is None else None
+        if server is not None:
+            error = mcp_config.failure(*server)
+            handle.transcript.append(f"[agentrun] {error}\n")
+            return TurnResult(ok=False, usage=usage, error=error, cause=UNAVAILABLE)
         if stream.usage is not None:
             handle.transcript.append(f"[codex] turn completed: {usage.describe()}\n")
         problem = stream.failure or (stream.errors[-1] if stream.errors else None)

@@ -1,9 +1,11 @@
-"""The API runtimes' tool catalogue: each tool's name, description and arguments, once.
+"""The agent tools' catalogue: each tool's name, description and arguments, once.
 
 The files of the worktree, an optional shell, ``context``, and the agent verbs of
 DESIGN §6 as tools (a phase gets only the verbs that fit it). Each wire adapter wraps a
 :class:`ToolSpec`'s schema in its provider's shape; :mod:`agentrun.runtimes.tools` runs
-the calls and answers a :class:`ToolResult`.
+the calls and answers a :class:`ToolResult`. ``git agentrun mcp`` (:mod:`agentrun.mcp.server`)
+offers the verbs from here too, named as the verbs are, with :meth:`ToolSpec.problem`
+checking the arguments and :func:`report_of` making the verb's report of them.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrun.kernel.verbs import PHASE_VERBS
+from agentrun.kernel.verbs import PHASE_VERBS, VerbReport
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,52 @@ class ToolSpec:
             "required": [key for key in self.properties if key not in self.optional],
             "additionalProperties": False,
         }
+
+    def problem(self, arguments: dict[str, Any]) -> str | None:
+        """What is wrong with ``arguments`` against the schema (None: nothing), in words a
+        model can act on."""
+        for key in arguments:
+            if key not in self.properties:
+                known = ", ".join(self.properties) or "none"
+                return f"`{self.name}` takes no argument {key!r} (its arguments: {known})"
+        for key, schema in self.properties.items():
+            if key not in arguments:
+                if key in self.optional:
+                    continue
+                return f"`{self.name}` needs `{key}`: {schema.get('description', '')}"
+            if not _fits(arguments[key], schema):
+                return f"`{key}` must be {_kind(schema)}"
+        return None
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list,),
+}
+
+
+def _fits(value: object, schema: dict[str, Any]) -> bool:
+    kind = schema.get("type", "string")
+    if isinstance(value, bool) and kind != "boolean":
+        return False  # JSON's true is no number
+    if not isinstance(value, _TYPES[kind]):
+        return False
+    if isinstance(value, int) and value < schema.get("minimum", value):
+        return False
+    items = schema.get("items")
+    return not (isinstance(value, list) and items and not all(_fits(v, items) for v in value))
+
+
+def _kind(schema: dict[str, Any]) -> str:
+    kind = str(schema.get("type", "string"))
+    if kind == "array":
+        return f"a list of {schema.get('items', {}).get('type', 'string')}s"
+    if kind == "integer" and "minimum" in schema:
+        return f"an integer of at least {schema['minimum']}"
+    return {"integer": "an integer", "array": "a list"}.get(kind, f"a {kind}")
 
 
 @dataclass(frozen=True)
@@ -106,7 +154,10 @@ VERB_TOOLS: dict[str, ToolSpec] = {
     "approve": ToolSpec("approve", "Approve what you reviewed" + ENDS),
     "revise": ToolSpec("revise", "Ask for a revision" + ENDS, {"findings": FINDINGS}),
     "done": ToolSpec(
-        "done", "Report the work finished" + ENDS, {"summary": _str("one line: what changed")}
+        "done",
+        "Report the work finished" + ENDS,
+        {"summary": _str("one line: what changed")},
+        ("summary",),
     ),
     "pass": ToolSpec("pass", "The change passes this verify step" + ENDS),
     "fail": ToolSpec("fail", "The change fails this verify step" + ENDS, {"reason": _str("why")}),
@@ -115,9 +166,38 @@ VERB_TOOLS: dict[str, ToolSpec] = {
         "Ask a human; the build waits for the answer" + ENDS,
         {"question": _str("the question")},
     ),
+    "select": ToolSpec(
+        "select",
+        "Choose the candidate to keep (select phase)" + ENDS,
+        {"number": {"type": "integer", "minimum": 1, "description": "its number, from 1"}},
+    ),
 }
 # The argument that carries a verb's text.
 VERB_TEXT = {"plan": "plan", "done": "summary", "fail": "reason", "escalate": "question"}
+# Verbs any phase takes, which end nothing (kernel.verbs.ANY_PHASE_VERBS, and usage).
+REMEMBER = ToolSpec(
+    "remember",
+    "Propose a fact for later builds of this repository (a person accepts it before any "
+    "prompt carries it); this does not end the phase.",
+    {
+        "text": _str("the fact, one or two sentences"),
+        "paths": {"type": "array", "items": {"type": "string"}, "description": "globs it concerns"},
+    },
+    ("paths",),
+)
+USAGE = ToolSpec(
+    "usage",
+    "Report tokens this session spent (a command agent's only way; each call adds).",
+    {
+        "tokens_in": {"type": "integer", "description": "input tokens at the full rate"},
+        "tokens_out": {"type": "integer", "description": "output tokens"},
+        "cache_read": {"type": "integer", "description": "input tokens read from a cache"},
+        "cache_write": {"type": "integer", "description": "input tokens written to a cache"},
+        "cost": {"type": "number", "description": "what they cost in USD"},
+        "model": _str("the model they were spent on, to price them"),
+    },
+    ("cache_read", "cache_write", "cost", "model"),
+)
 
 
 def verbs_of(phase: str) -> tuple[str, ...]:
@@ -128,3 +208,15 @@ def tool_specs(phase: str, shell: bool) -> tuple[ToolSpec, ...]:
     """The tools a session of ``phase`` gets: files, maybe the shell, its verbs, context."""
     verbs = tuple(VERB_TOOLS[v] for v in verbs_of(phase))
     return (*FILE_TOOLS, *((SHELL,) if shell else ()), *verbs, CONTEXT)
+
+
+def report_of(verb: str, arguments: dict[str, Any]) -> VerbReport:
+    """The report a verb's tool call makes, its arguments already checked by
+    :meth:`ToolSpec.problem`; the verb's own rules (an empty plan, …) are the kernel's."""
+    if verb == "revise":
+        findings = tuple(f for f in arguments.get("findings", ()) if f.strip())
+        return VerbReport(verb, findings=findings)
+    if verb == "select":
+        return VerbReport(verb, str(arguments["number"]))
+    key = VERB_TEXT.get(verb)
+    return VerbReport(verb, str(arguments.get(key, "")) if key else "")

@@ -23,11 +23,11 @@ from agentrun import procs
 from agentrun.agent.context import write_context
 from agentrun.agent.verbs import report
 from agentrun.errors import AgentrunError, VerbError
-from agentrun.kernel.verbs import AgentEnv, VerbReport
+from agentrun.kernel.verbs import AgentEnv
 from agentrun.runtimes.base import SessionControl, SessionSpec
 from agentrun.runtimes.confine import readable, writable
 from agentrun.runtimes.mcp_tools import UserTools
-from agentrun.runtimes.tool_catalog import VERB_TEXT, VERB_TOOLS, ToolResult, tool_specs, verbs_of
+from agentrun.runtimes.tool_catalog import VERB_TOOLS, ToolResult, report_of, tool_specs, verbs_of
 
 MAX_READ_CHARS = 100_000
 MAX_WRITE_BYTES = 1_000_000
@@ -232,16 +232,10 @@ class Toolbox:
         return spec.agent_env()
 
     def _verb(self, verb: str, args: dict[str, Any]) -> ToolResult:
-        text = _arg(args, VERB_TEXT[verb], required=verb != "done") if verb in VERB_TEXT else ""
-        findings: tuple[str, ...] = ()
-        if verb == "revise":
-            raw = args.get("findings")
-            if isinstance(raw, str):
-                raw = [raw]
-            if not isinstance(raw, list) or not all(isinstance(f, str) for f in raw):
-                raise _BadArgument("`findings` must be a list of strings")
-            findings = tuple(f for f in raw if f.strip())
-        said = report(self._repo(), self._agent_env(), VerbReport(verb, text, findings))
+        problem = VERB_TOOLS[verb].problem(args)
+        if problem is not None:
+            raise _BadArgument(problem)
+        said = report(self._repo(), self._agent_env(), report_of(verb, args))
         self.control.on_activity(said)
         return ToolResult(said, terminal=True)
 
