@@ -196,6 +196,14 @@ class Runner:
 
     def _loop(self, lease: Lease, beat: Heartbeat, acknowledge_only: bool) -> Outcome:
         build = self._handle()
+        try:
+            return self._steps(build, lease, beat, acknowledge_only)
+        finally:
+            build.save()  # what `status` and the next runner read first
+
+    def _steps(
+        self, build: BuildHandle, lease: Lease, beat: Heartbeat, acknowledge_only: bool
+    ) -> Outcome:
         state = build.state
         secrets.remember_config(state.config, os.environ)
         isolation.start(state.config)  # the level CI asks for is possible, or stop here
@@ -311,6 +319,7 @@ class Runner:
                 # Nothing is recorded: the build waits, and the next run looks again.
                 self.observer.warning(f"build {self.slug}: cannot read the CI checks: {exc}")
         elif isinstance(decision, RunTasks):
+            build.save()  # each task's runner starts from the state cache
             self._pool.run(decision, self.stop_at)
             if self._pool.failures:
                 # A task process that cannot run (a bug, a broken worktree) is said once
