@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import assert_never
 
 import pygit2
+from pygit2.enums import ReferenceFilter
 
 from agentrun import isolation, procs, secrets
 from agentrun.errors import (
@@ -395,11 +396,12 @@ class Runner:
 def user_refs(repo: pygit2.Repository) -> dict[str, str]:
     """The user's own branches (outside ``agentrun/``) and what HEAD points at."""
     found = {}
-    for name in repo.references:
+    # Branches only: the log, lease and proposal refs (one of each per build) and tags
+    # are not listed at all.
+    for ref in repo.references.iterator(ReferenceFilter.BRANCHES):
+        name = ref.name
         if name.startswith("refs/heads/") and not name.startswith("refs/heads/agentrun/"):
-            ref = repo.references.get(name)
-            if ref is not None:
-                found[name] = str(ref.target)
+            found[name] = str(ref.target)
     head = repo.references.get("HEAD")
     if head is not None:
         found["HEAD"] = str(head.target)
