@@ -259,8 +259,9 @@ def main() -> None:
         template = make_template(root, args.quick, args.cache)
         checkout = clone(template, root / "bare")
         bare_tests(checkout, env)  # a first run warms the page cache for both
-        for label, each in series.items():  # and one build each, its bytecode written
-            timed_build(clone(template, root / f"{label}-warm"), each, GOAL)
+        if not args.quick or args.before is not None:
+            for label, each in series.items():  # and one build each, its bytecode written
+                timed_build(clone(template, root / f"{label}-warm"), each, GOAL)
         # Each round runs every series and the bare tests, so a noisy moment hits all alike.
         for i in range(runs):
             for label, each in series.items():
