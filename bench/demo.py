@@ -1,6 +1,6 @@
 """Kernel overhead of the whole demo pipeline, with its instant scripted agent.
 
-    .venv/bin/python bench/demo.py [--quick]
+    .venv/bin/python bench/demo.py [--quick] [--profile]
 
 Runs the demo build (``make_demo_repo`` + ``create_build`` + ``run_build``) several
 times. The time spent in check commands is estimated by running the demo's verify
@@ -8,13 +8,18 @@ command by itself (``bash -c``, in the demo repository, as the runner does) and
 multiplying by the number of check runs in the log; what is left is agentrun's own
 overhead: the log, the state, the workspace and phase commits, the local forge.
 Baseline in the same run: as many plain ``git commit --allow-empty`` CLI calls as the
-build has events.
+build has events; the overhead is given per event and per agent session against it.
+
+``--profile``: one more demo build under cProfile (not timed), printed as two short
+tables: agentrun's functions by cumulative time, and anything by its own time.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import os
+import pstats
 import shutil
 import statistics
 import subprocess
@@ -24,6 +29,7 @@ from pathlib import Path
 
 import pygit2
 from _common import IDENTITY
+from _profile import table
 
 from agentrun.commands.build import create_build, run_build
 from agentrun.commands.demo import make_demo_repo
@@ -75,9 +81,21 @@ def git_commits_seconds(root: Path, count: int) -> float:
     return time.perf_counter() - t0
 
 
+def profiled(root: Path) -> list[str]:
+    """A demo build (create + run) under cProfile, as ``_profile.table`` prints it."""
+    repo_dir = make_demo_repo(root)
+    repo = pygit2.Repository(str(repo_dir))
+    profile = cProfile.Profile()
+    profile.enable()
+    run_build(repo, create_build(repo, GOAL).slug)
+    profile.disable()
+    return table(pstats.Stats(profile))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
+    parser.add_argument("--profile", action="store_true", help="print a profile of one build")
     args = parser.parse_args()
     runs, check_reps = (1, 2) if args.quick else (7, 3)
 
@@ -96,6 +114,7 @@ def main() -> None:
             check_runs.append(check_seconds(repo_dir, check_reps))
             baselines.append(git_commits_seconds(root, events))
             shutil.rmtree(root)
+        profile = profiled(Path(tmp) / "profiled") if args.profile else []
 
     total = statistics.median(r[0] for r in results)
     check_s, baseline_s = statistics.median(check_runs), statistics.median(baselines)
@@ -109,9 +128,20 @@ def main() -> None:
     print(f"  events                      {events:9d} ({sessions} agent sessions)")
     print(f"  overhead per event          {overhead / events * 1e3:9.2f} ms")
     print(
-        f"  baseline: {events} x `git commit --allow-empty` {baseline_s * 1e3:9.1f} ms "
-        f"({baseline_s / events * 1e3:.2f} ms each)"
+        f"  overhead per session        {overhead / sessions * 1e3:9.2f} ms "
+        f"({events / sessions:.1f} events each)"
     )
+    commit_s = baseline_s / events
+    print(
+        f"  baseline: {events} x `git commit --allow-empty` {baseline_s * 1e3:9.1f} ms "
+        f"({commit_s * 1e3:.2f} ms each)"
+    )
+    print(
+        f"  per event {overhead / events / commit_s:.1f} commits' time, "
+        f"per session {overhead / sessions / commit_s:.1f}"
+    )
+    for line in profile:
+        print(line)
     print(f"ratio overhead/git-commits: {overhead / baseline_s:.1f}")
 
 

@@ -37,6 +37,7 @@ RATIO_LINES = {
         "ratio build branch hooked/plain:",
         "ratio goal branch hooked/plain:",
     ],
+    "realbuild.py": ["ratio build/bare-tests:"],
     "runtimes.py": ["ratio start-overhead/server:", "ratio end-overhead/server:"],
     "secrets.py": ["recall: ", "false-positive candidates in rich", "ratio scrub new/old:"],
     "status.py": [

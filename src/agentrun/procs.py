@@ -8,6 +8,7 @@ process group: an agent may start its own sessions.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -99,6 +100,12 @@ def end_group(pgid: int, grace: float = GRACE_SECONDS, via: Sequence[str] = ()) 
 def _group_members(pgid: int) -> list[psutil.Process]:
     if pgid <= 1 or pgid == os.getpgrp():
         return []
+    try:
+        os.killpg(pgid, 0)  # one call says whether the group has any member left
+    except ProcessLookupError:
+        return []  # the usual end: no need to look through every process
+    except PermissionError:
+        pass  # a member this process may not signal: look for them all
     members = []
     for proc in psutil.process_iter():
         try:
@@ -154,6 +161,35 @@ class Finished:
     output: str
     timed_out: bool = False
     cancelled: bool = False
+
+
+POLL_SECONDS = 0.05  # how often a running program's deadline and cancel are looked at
+
+
+def _exit_signal(pid: int) -> int | None:
+    """A file descriptor that becomes readable when ``pid`` exits (Linux), or None."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _exited(proc: subprocess.Popen[bytes], exited: int | None, seconds: float) -> bool:
+    """Wait up to ``seconds`` for ``proc`` to exit; True when it has (and is reaped).
+
+    With a pidfd the wait ends the moment the program exits; ``Popen.wait``'s own
+    timeout polls with growing pauses, which costs up to tens of ms per program.
+    """
+    if exited is None:
+        try:
+            proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+    waiting = select.poll()
+    waiting.register(exited, select.POLLIN)
+    waiting.poll(seconds * 1000)
+    return proc.poll() is not None
 
 
 def run_tree(
@@ -212,13 +248,11 @@ def run_tree(
         threading.Thread(target=feed, daemon=True).start()
     deadline = time.monotonic() + timeout
     timed_out = cancelled = False
+    exited = _exit_signal(proc.pid)
     try:
         while True:
-            try:
-                proc.wait(timeout=0.05)
+            if _exited(proc, exited, POLL_SECONDS):
                 break
-            except subprocess.TimeoutExpired:
-                pass
             if cancel is not None and cancel.is_set():
                 cancelled = True
             elif time.monotonic() > deadline:
@@ -233,6 +267,9 @@ def run_tree(
         end_tree(proc.pid, via=via)
         proc.wait()
         raise
+    finally:
+        if exited is not None:
+            os.close(exited)
     # Descendants that outlived the leader would hold the pipe open: end them too.
     end_group(proc.pid, grace=0.5, via=via)
     reader.join(timeout=5)

@@ -8,11 +8,12 @@ from pathlib import Path
 import pygit2
 from runner.helpers import configure, git
 
+from agentrun.agent.context import SCRATCH
 from agentrun.commands.build import create_build, resume_build, run_build
 from agentrun.commands.control import answer
 from agentrun.gitrepo import worktrees_dir
 from agentrun.kernel.state import BuildState
-from agentrun.runner.workspace import DISCARDED
+from agentrun.runner.workspace import DISCARDED, Workspace
 
 ESCALATE = {"phase": "implement", "round": 1, "attempt": 1, "verb": "escalate", "text": "which?"}
 
@@ -80,3 +81,95 @@ def test_a_worktree_that_lost_its_git_file_or_became_a_file_is_made_again(
     path.write_text("not a folder any more\n")
     assert resumed_state(repo, slug) == "complete"
     assert path.is_dir() and (path / ".git").is_file()
+
+
+def _prepared(repo_path: Path, repo: pygit2.Repository) -> tuple[Workspace, Path, str]:
+    """A workspace prepared at the repository's head, with a tracked folder and an
+    ignore rule."""
+    (repo_path / "src").mkdir()
+    (repo_path / "src" / "app.py").write_text("VALUE = 1\n")
+    (repo_path / ".gitignore").write_text("*.pyc\nbuild/\n")
+    git(repo_path, "add", "-A")
+    git(repo_path, "commit", "-q", "-m", "a module")
+    head = str(repo.head.target)
+    workspace = Workspace(repo, "ws", "agentrun/ws")
+    return workspace, workspace.prepare(head), head
+
+
+def _files(path: Path) -> list[str]:
+    return sorted(
+        str(p.relative_to(path)) + ("/" if p.is_dir() else "")
+        for p in path.rglob("*")
+        if p.name != ".git" and SCRATCH.as_posix() not in p.as_posix()
+    )
+
+
+def test_prepare_undoes_what_a_phase_left_as_reset_and_clean_would(
+    repo_path: Path, repo: pygit2.Repository
+) -> None:
+    workspace, path, head = _prepared(repo_path, repo)
+    (path / "src" / "app.py").write_text("VALUE = 2\n")
+    (path / "README.md").unlink()
+    (path / "new.txt").write_text("left behind\n")
+    (path / "empty" / "deeper").mkdir(parents=True)
+    (path / "src" / "nested").mkdir()
+    (path / "src" / "cache.pyc").write_text("ignored\n")
+    (path / "build").mkdir()
+    git(path, "add", "new.txt")
+
+    workspace.prepare(head)
+
+    assert (path / "src" / "app.py").read_text() == "VALUE = 1\n"
+    assert _files(path) == [
+        ".agentrun/",
+        ".gitignore",
+        "README.md",
+        "build/",  # ignored: `git clean` without -x keeps it
+        "src/",
+        "src/app.py",
+        "src/cache.pyc",
+    ]
+    assert git(path, "status", "--porcelain") == ""
+
+
+def test_prepare_leaves_a_worktree_already_at_its_head_as_it_is(
+    repo_path: Path, repo: pygit2.Repository
+) -> None:
+    workspace, path, head = _prepared(repo_path, repo)
+    (path / "src" / "cache.pyc").write_text("ignored\n")
+    before = (path / "src" / "app.py").stat().st_mtime_ns
+
+    workspace.prepare(head)
+
+    assert (path / "src" / "app.py").stat().st_mtime_ns == before
+    assert (path / "src" / "cache.pyc").exists()
+    assert git(path, "status", "--porcelain") == ""
+
+
+def test_prepare_on_another_head_checks_it_out(repo_path: Path, repo: pygit2.Repository) -> None:
+    workspace, path, old = _prepared(repo_path, repo)
+    (repo_path / "src" / "app.py").write_text("VALUE = 3\n")
+    git(repo_path, "commit", "-q", "-am", "three")
+    new = str(repo.head.target)
+
+    workspace.prepare(new)
+
+    assert (path / "src" / "app.py").read_text() == "VALUE = 3\n"
+    assert git(path, "rev-parse", "HEAD") == new != old
+    assert git(path, "status", "--porcelain") == ""
+
+
+def test_prepare_removes_empty_folders_even_when_nothing_else_changed(
+    repo_path: Path, repo: pygit2.Repository
+) -> None:
+    """No file changed, so git status sees nothing; `git clean -d` removes them all the same."""
+    workspace, path, head = _prepared(repo_path, repo)
+    (path / "empty" / "deeper").mkdir(parents=True)
+    (path / "src" / "nested").mkdir()
+    (path / "only-ignored").mkdir()
+    (path / "only-ignored" / "x.pyc").write_text("ignored\n")
+
+    workspace.prepare(head)
+
+    assert not (path / "empty").exists() and not (path / "src" / "nested").exists()
+    assert (path / "only-ignored" / "x.pyc").exists()  # as `git clean -f -d` leaves it

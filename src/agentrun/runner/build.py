@@ -114,6 +114,7 @@ class BuildHandle:
         if task is not None and not has_part(self.full, task):
             raise UnknownBuildError(f"build {slug} has no task {task!r}{_listed(self.full)}")
         self.written: set[str] = set()  # commit ids of the events this handle appended
+        self._unsaved = False  # the state cache holds an older tip than this handle
         self._had_branch = self._branch_ref() in repo.references
 
     @property
@@ -145,8 +146,22 @@ class BuildHandle:
             self.full = evolve(self.full, stored.event)
             self.observer.event(stored, self.full)
         self.tip = tip
-        self.cache.put(self.slug, tip, self.full)
+        self._unsaved = True
         return self.state
+
+    def judged(self) -> str | None:
+        """The tip this handle holds, when its state asks for no abort (an abort watcher
+        need not read it again); None otherwise."""
+        return None if self.full.abort_requested else self.tip
+
+    def save(self) -> None:
+        """Write the state this handle holds to the state cache (DESIGN §2), when the cache
+        holds an older tip. Not at every event: before another process reads the build (an
+        agent's verbs, a task's runner) and when the run ends. A reader of an older cache
+        is still right (it applies the newer events), only slower."""
+        if self._unsaved:
+            self.cache.put(self.slug, self.tip, self.full)
+            self._unsaved = False
 
     def _branch_ref(self) -> str:
         return f"refs/heads/{self.full.branch}"
@@ -201,7 +216,7 @@ class BuildHandle:
             self.full = evolve(self.full, item.event)
             self.observer.event(item, self.full)
         self.tip = tip.oid
-        self.cache.put(self.slug, self.tip, self.full)
+        self._unsaved = True
         return self.state
 
     def _from_others(self, event: Event) -> bool:

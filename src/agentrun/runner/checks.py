@@ -76,7 +76,7 @@ def run_in_worktree(
     )
     sandbox = isolation.for_worktree(build.repo, state.config, state.slug, workspace.path)
     cancel = threading.Event()
-    watcher = AbortWatcher(build.repo, state.slug, cancel)
+    watcher = AbortWatcher(build.repo, state.slug, cancel, seen=build.judged())
     try:
         return procs.run_tree(
             argv,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import assert_never
 
 import pygit2
+from pygit2.enums import ReferenceFilter
 
 from agentrun import isolation, procs, secrets
 from agentrun.errors import (
@@ -196,6 +197,14 @@ class Runner:
 
     def _loop(self, lease: Lease, beat: Heartbeat, acknowledge_only: bool) -> Outcome:
         build = self._handle()
+        try:
+            return self._steps(build, lease, beat, acknowledge_only)
+        finally:
+            build.save()  # what `status` and the next runner read first
+
+    def _steps(
+        self, build: BuildHandle, lease: Lease, beat: Heartbeat, acknowledge_only: bool
+    ) -> Outcome:
         state = build.state
         secrets.remember_config(state.config, os.environ)
         isolation.start(state.config)  # the level CI asks for is possible, or stop here
@@ -311,6 +320,7 @@ class Runner:
                 # Nothing is recorded: the build waits, and the next run looks again.
                 self.observer.warning(f"build {self.slug}: cannot read the CI checks: {exc}")
         elif isinstance(decision, RunTasks):
+            build.save()  # each task's runner starts from the state cache
             self._pool.run(decision, self.stop_at)
             if self._pool.failures:
                 # A task process that cannot run (a bug, a broken worktree) is said once
@@ -386,11 +396,12 @@ class Runner:
 def user_refs(repo: pygit2.Repository) -> dict[str, str]:
     """The user's own branches (outside ``agentrun/``) and what HEAD points at."""
     found = {}
-    for name in repo.references:
+    # Branches only: the log, lease and proposal refs (one of each per build) and tags
+    # are not listed at all.
+    for ref in repo.references.iterator(ReferenceFilter.BRANCHES):
+        name = ref.name
         if name.startswith("refs/heads/") and not name.startswith("refs/heads/agentrun/"):
-            ref = repo.references.get(name)
-            if ref is not None:
-                found[name] = str(ref.target)
+            found[name] = str(ref.target)
     head = repo.references.get("HEAD")
     if head is not None:
         found["HEAD"] = str(head.target)

@@ -239,10 +239,13 @@ class SessionRunner:
             mcp_servers=servers,
         )
         control = SessionControl(on_activity=self.observer.activity, on_process=self._record_agent)
-        watcher = AbortWatcher(self.repo, state.slug, control.cancel, self.remote_abort)
+        watcher = AbortWatcher(
+            self.repo, state.slug, control.cancel, self.remote_abort, seen=self.build.judged()
+        )
         # The agent's verbs only queue: their reports are appended here, scrubbed, while
         # the agent runs (an escalation takes effect at once) and after the turn.
         drainer = Drainer(self.repo.path, self.workspace.path, session, self.beat.interval)
+        self.build.save()  # the agent's verbs read the state: from the cache, at once
         try:
             runtime = make_runtime(name, config)
             handle, turn = runtime.start(spec, control)

@@ -21,12 +21,16 @@ class AbortWatcher:
         slug: str,
         cancel: threading.Event,
         remote_abort: threading.Event | None = None,
+        seen: str | None = None,
     ) -> None:
-        """``remote_abort``: set when an abort request arrived through the remote."""
+        """``remote_abort``: set when an abort request arrived through the remote.
+        ``seen``: a tip the caller already knows asks for no abort (the one the session
+        or check started on): it is looked at again only once the log moves on."""
         self.path = repo.path
         self.slug = slug
         self.cancel = cancel
         self.remote_abort = remote_abort
+        self.seen = seen
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="agentrun-abort")
         self._thread.start()
@@ -34,7 +38,7 @@ class AbortWatcher:
     def _run(self) -> None:
         repo = pygit2.Repository(self.path)
         log, cache = EventLog(repo), StateCache(repo)
-        seen = None
+        seen = self.seen
         while not self._stop.wait(POLL_SECONDS):
             if self.remote_abort is not None and self.remote_abort.is_set():
                 self.cancel.set()

@@ -90,19 +90,60 @@ class Workspace:
         """
         try:
             self._keep_unknown_tip(head)
-            self.repo.references.create(self.branch_ref, pygit2.Oid(hex=head), force=True)
+            current = self.repo.references.get(self.branch_ref)
+            if current is None or str(current.target) != head:
+                self.repo.references.create(self.branch_ref, pygit2.Oid(hex=head), force=True)
             if not self.path.is_dir():
                 self._add_worktree()
             elif (common_dir(self.repo) / "worktrees" / self.name).exists():
                 self._forget_registration()
             gitdir.reset(self.repo, self.gitdir, self.path, self.branch_ref, head)
-            self._git("reset", "-q", "--hard", head)
-            self._git("clean", "-q", "-f", "-d")
+            if not self._untouched(head):
+                self._git("reset", "-q", "--hard", head)
+                self._git("clean", "-q", "-f", "-d")
         except (pygit2.GitError, OSError, subprocess.CalledProcessError) as exc:
             detail = getattr(exc, "stderr", None) or exc
             raise RuntimeSetupError(f"cannot prepare the worktree {self.path}: {detail}") from None
         ensure_scratch(self.path)
         return self.path
+
+    def _untouched(self, head: str) -> bool:
+        """Whether the worktree is already what ``git reset --hard HEAD`` and ``git clean
+        -f -d`` would leave, so that neither needs to run (the phase before changed
+        nothing, or committed all it changed): HEAD at ``head``, nothing staged, changed
+        or untracked, and no folder for ``clean -d`` to remove. Anything else, or any
+        doubt, is left to git."""
+        try:
+            wt = pygit2.Repository(str(self.gitdir))
+            if str(wt.head.target) != head or wt.status(untracked_files="normal"):
+                return False
+            tracked = {""}
+            for entry in wt.index:
+                parts = entry.path.split("/")[:-1]
+                tracked.update("/".join(parts[:n]) for n in range(1, len(parts) + 1))
+            return not any(self._removable_below(wt, folder, tracked) for folder in tracked)
+        except (pygit2.GitError, OSError, KeyError, ValueError):
+            return False
+
+    def _removable_below(self, wt: pygit2.Repository, folder: str, tracked: set[str]) -> bool:
+        """Whether ``git clean -f -d`` could remove a folder below ``folder``: an untracked
+        one that is not ignored and holds no file (status saw no untracked file, so any
+        file in an untracked folder is ignored), or a nested repository."""
+        with os.scandir(self.path / folder) as found:
+            entries = list(found)
+        if folder not in tracked and not entries:
+            return True  # an empty untracked folder: `clean -d` removes it
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            below = f"{folder}/{entry.name}" if folder else entry.name
+            if entry.name == ".git":
+                return True
+            if below in tracked or wt.path_is_ignored(below):
+                continue
+            if self._removable_below(wt, below, tracked):
+                return True
+        return False
 
     def _keep_unknown_tip(self, head: str) -> None:
         """Keep the branch's tip when it holds commits the log does not know.
@@ -183,13 +224,17 @@ class Workspace:
             found = check_workdir(wt, tree_at(wt, against), rules, skip=(SCRATCH_PREFIX,))
             if found:
                 raise GuardError(summary("the worktree", found))
-            self._git("add", "-A")
-            index = wt.index
-            index.read(True)
-            for entry in list(index):
-                if entry.path.startswith(SCRATCH_PREFIX):
-                    index.remove(entry.path)
-            tree = index.write_tree()
+            scratch: list[str] = []
+            if merge is None and self._untouched(parent):
+                tree = tree_at(wt, parent).id  # the phase changed nothing: its tree is the last
+            else:
+                self._git("add", "-A")
+                index = wt.index
+                index.read(True)
+                scratch = [e.path for e in index if e.path.startswith(SCRATCH_PREFIX)]
+                for path in scratch:
+                    index.remove(path)
+                tree = index.write_tree()
             self._check_tree(against, tree, "the worktree", rules, wt)
             if merge:
                 self._check_resolved(against, tree, wt)
@@ -205,7 +250,10 @@ class Workspace:
         oid = self.repo.create_commit(None, sig, sig, mark.message(), tree, parents)
         self.repo.references.create(self.branch_ref, oid, force=True)
         gitdir.reset(self.repo, self.gitdir, self.path, self.branch_ref, str(oid))
-        self._git("reset", "-q", str(oid))
+        if scratch or merge:
+            # The index on disk is not the commit's tree: make it so. Otherwise the
+            # `git add -A` above left it exactly the commit's tree already.
+            self._git("reset", "-q", str(oid))
         return str(oid)
 
     def commit_empty(self, parent: str, mark: PhaseMark) -> str:
