@@ -164,3 +164,13 @@ def test_what_is_read_without_pydantic_is_what_pydantic_reads() -> None:
     for message in (nan, '{"a": 1, "a": 2}', "\n" + json.dumps(good)[:-1] + ', "pid": 1}'):
         with pytest.raises(lease_rule.Unsure):
             lease_rule.read_claim("commit", commit_of(message))
+
+
+def test_the_remotes_are_pygit2s(repo: pygit2.Repository, repo_path: Path) -> None:
+    for name, url in (("zeta", "u1"), ("alpha", "u2"), ("Beta", "u3"), ("a.b", "u5")):
+        repo.remotes.create(name, url)
+    repo.config["remote.push-only.pushurl"] = "u4"
+    repo.config["remote.no-url.fetch"] = "+refs/heads/*:refs/remotes/no-url/*"
+    names = list(repo.remotes.names())
+    assert status.remote_names(str(repo_path)) == names
+    assert len(names) == 5

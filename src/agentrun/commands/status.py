@@ -1,8 +1,9 @@
 """``status``: every build's summary from the summary index (store/summary.py), who runs
 it now from its leases, and only what moved read from its log.
 
-With every tip in the index and no lease anywhere, ``status`` lists the refs with git's
-plumbing and reads one file: no pygit2, no pydantic, no event model is imported. A build
+With every tip in the index, ``status`` lists the refs with git's plumbing and reads one
+file (and the lease commits, if any): no pygit2, no pydantic, no psutil, no event model
+is imported. A build
 the index lacks at its tip (appended to behind the index's back, new, re-parented by a
 sync) is read through the state cache (commands/inspect.py) and its line written back.
 A build with a lease ref, here or as a remote was last fetched, has its lease commits
@@ -190,7 +191,7 @@ def _refs_of_repo(cwd: str) -> Refs:
 
 def leased(names: list[str]) -> set[str]:
     """The lease keys (``slug``, ``slug/task``) that some lease ref names, here or as a
-    remote was last fetched; whether it is live is for store/lease.py to say."""
+    remote was last fetched; whether it is live is for ``Holders`` to say."""
     found = set()
     for name in names:
         if name.startswith(LEASES):
