@@ -9,7 +9,9 @@ time of several runs of a real process, measured in this one run:
 - ``git for-each-ref refs/agentrun``: the baseline, git listing the same refs;
 - ``status`` and ``status --json`` warm: the summary index is there;
 - ``status`` cold: the index and the state caches deleted before each run, as in the first
-  run after a clone.
+  run after a clone;
+- ``status`` with leases, warm: a tenth of the builds (of the live ones) held by a live
+  lease of this very process, as while runners work.
 
 ``--baseline-src DIR`` (the ``src`` folder of another checkout, e.g. of main: ``git
 worktree add --detach /tmp/base main``) times that agentrun's ``status`` on the same
@@ -34,6 +36,7 @@ from _common import empty_repo
 from cli import make_builds
 
 from agentrun.store.archive import archive
+from agentrun.store.lease import acquire
 
 
 def timed(argv: Sequence[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
@@ -122,6 +125,13 @@ def main() -> None:
                 ("baseline status (--baseline-src)", base_warm),
                 ("baseline status, cold", base_cold),
             ]
+        held = [acquire(repo, f"b-{n:04d}", "bench", ttl=3600) for n in range(1, builds, 10)]
+        subprocess.run(status, cwd=path, env=env, capture_output=True, check=True)
+        leased = median(status, path, env, reps, nothing)
+        rows.append((f"git agentrun status, {len(held)} leases", leased))
+        if args.baseline_src:
+            base_leased = median(status, path, base_env, reps, nothing)
+            rows.append(("baseline status, leases", base_leased))
 
     print(f"status: median ms of {reps} runs (cold: {cold_reps}), wall and CPU")
     print(f"{'command':<40} {'wall':>9} {'cpu':>9}")
@@ -131,7 +141,9 @@ def main() -> None:
         ("status", warm),
         ("status --json", warm_json),
         ("cold status", cold),
+        ("status with leases", leased),
         *([("baseline status", base_warm)] if args.baseline_src else []),
+        *([("baseline status with leases", base_leased)] if args.baseline_src else []),
     ]:
         print(
             f"ratio {what}/for-each-ref: {value[0] / refs[0]:.1f} (cpu: {value[1] / refs[1]:.1f})"

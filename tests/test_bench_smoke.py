@@ -44,6 +44,7 @@ RATIO_LINES = {
         "ratio status/for-each-ref:",
         "ratio status --json/for-each-ref:",
         "ratio cold status/for-each-ref:",
+        "ratio status with leases/for-each-ref:",
     ],
     "sweep.py": ["ratio sweep warm/baseline:", "ratio sweep() in-process/baseline:"],
     "tasks.py": [

@@ -1,8 +1,9 @@
 """Processes: who we are (for leases), and ending a whole process tree (DESIGN §12).
 
 Pids are reused and hostnames collide, so a process is named by host, boot id, pid
-and start time. Trees are ended with psutil, descendants included, not only the
-process group: an agent may start its own sessions.
+and start time (liveness.py reads them, and says whether a process still runs). Trees
+are ended with psutil, descendants included, not only the process group: an agent may
+start its own sessions.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import os
 import select
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -20,6 +20,11 @@ from pathlib import Path
 from typing import Protocol
 
 import psutil
+
+from agentrun.liveness import boot_id as boot_id
+from agentrun.liveness import host
+from agentrun.liveness import is_alive as is_alive
+from agentrun.liveness import start_time as start_time
 
 GRACE_SECONDS = 3.0
 
@@ -32,37 +37,9 @@ class ProcessId:
     start: float
 
 
-def boot_id() -> str:
-    path = Path("/proc/sys/kernel/random/boot_id")
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return f"boot-{int(psutil.boot_time())}"
-
-
-def start_time(pid: int) -> float | None:
-    try:
-        return psutil.Process(pid).create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
-
-
 def me() -> ProcessId:
     pid = os.getpid()
-    return ProcessId(socket.gethostname(), boot_id(), pid, start_time(pid) or 0.0)
-
-
-def is_alive(pid: int, start: float) -> bool:
-    """Whether the process that had ``pid`` and started at ``start`` still runs."""
-    now_start = start_time(pid)
-    if now_start is None:
-        return False
-    try:
-        if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-            return False
-    except psutil.NoSuchProcess:
-        return False
-    return abs(now_start - start) < 1.0
+    return ProcessId(host(), boot_id(), pid, start_time(pid) or 0.0)
 
 
 def end_tree(root_pid: int, grace: float = GRACE_SECONDS, via: Sequence[str] = ()) -> list[int]:

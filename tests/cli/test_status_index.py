@@ -243,7 +243,7 @@ try:
     cli.main(sys.argv[1:], prog_name="git agentrun")
 except SystemExit:
     pass
-heavy = ("pydantic", "pygit2", "agentrun.events", "agentrun.kernel", "rich")
+heavy = ("pydantic", "pygit2", "psutil", "agentrun.events", "agentrun.kernel", "rich")
 print(sorted(m for m in sys.modules if m.split(".")[0] in heavy or m in heavy), file=sys.stderr)
 """
 

@@ -1,16 +1,20 @@
 """``status``: every build's summary from the summary index (store/summary.py), who runs
 it now from its leases, and only what moved read from its log.
 
-With every tip in the index and no lease anywhere, ``status`` lists the refs with git's
-plumbing and reads one file: no pygit2, no pydantic, no event model is imported. A build
+With every tip in the index, ``status`` lists the refs with git's plumbing and reads one
+file (and the lease commits, if any): no pygit2, no pydantic, no psutil, no event model
+is imported. A build
 the index lacks at its tip (appended to behind the index's back, new, re-parented by a
 sync) is read through the state cache (commands/inspect.py) and its line written back.
-A build with a lease ref, here or as a remote was last fetched, asks store/lease.py who
-holds it: ``runner`` and ``stopped`` are always read live (DESIGN §13).
+A build with a lease ref, here or as a remote was last fetched, has its lease commits
+read with ``git cat-file`` and judged by store/lease_rule.py, the rule store/lease.py
+uses: ``runner`` and ``stopped`` are always read live (DESIGN §13). A lease in a form
+only pydantic can judge is asked of store/lease.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -21,6 +25,8 @@ from agentrun.store import summary as index
 
 if TYPE_CHECKING:
     import pygit2
+
+    from agentrun.store import lease_rule
 
 JSON_SCHEMA = 1
 STOPPED = "stopped"
@@ -142,22 +148,10 @@ def read_refs(cwd: str) -> Refs:
     reads the config through pygit2. Where git cannot list them (not a repository, one
     git does not trust), pygit2 opens the repository and says why in one line.
     """
-    env = {k: v for k, v in os.environ.items() if k not in ELSEWHERE}
-    patterns = ["refs/agentrun", f"{TRACKED}*/leases/*", f"{TRACKED}*/task-leases/*"]
-
-    def git(*args: str) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            ["git", *args],
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-
+    patterns = ["refs/agentrun", f"{TRACKED}*/leases/*", f"{TRACKED}*/task-leases/*/*"]
     try:  # both at once: the two processes overlap
-        where = git("rev-parse", "--path-format=absolute", "--git-common-dir")
-        listed = git("for-each-ref", "--format=%(objectname) %(refname)", *patterns)
+        where = git(cwd, "rev-parse", "--path-format=absolute", "--git-common-dir")
+        listed = git(cwd, "for-each-ref", "--format=%(objectname) %(refname)", *patterns)
         gitdir = where.communicate()[0].decode().strip()
         out = listed.communicate()[0].decode()
     except (OSError, UnicodeDecodeError):
@@ -169,6 +163,18 @@ def read_refs(cwd: str) -> Refs:
         oid, _, name = line.partition(" ")
         tips[name] = oid
     return Refs(gitdir, tips, cwd)
+
+
+def git(cwd: str, *args: str, stdin: bool = False) -> subprocess.Popen[bytes]:
+    """A git plumbing command that reads the repository of ``cwd`` (see ``read_refs``)."""
+    return subprocess.Popen(
+        ["git", *args],
+        cwd=cwd,
+        env={k: v for k, v in os.environ.items() if k not in ELSEWHERE},
+        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def _refs_of_repo(cwd: str) -> Refs:
@@ -185,7 +191,7 @@ def _refs_of_repo(cwd: str) -> Refs:
 
 def leased(names: list[str]) -> set[str]:
     """The lease keys (``slug``, ``slug/task``) that some lease ref names, here or as a
-    remote was last fetched; whether it is live is for store/lease.py to say."""
+    remote was last fetched; whether it is live is for ``Holders`` to say."""
     found = set()
     for name in names:
         if name.startswith(LEASES):
@@ -254,17 +260,103 @@ def listing(cwd: str, include_archived: bool = True) -> Listing:
 
 
 class Holders:
-    """Who holds each lease key now, asked of store/lease.py only for keys that have a
-    lease ref (importing it costs more than the whole fast path)."""
+    """Who holds each lease key now. Only keys with a lease ref are looked for; their
+    lease commits are read with one ``git cat-file`` and judged by store/lease_rule.py,
+    as ``lease.held`` would: the lease here, then each remote's, remotes in the order
+    pygit2 lists them. A key with a lease only pydantic can judge goes to ``held``."""
 
     def __init__(self, refs: Refs) -> None:
         self.refs = refs
         self.keys = leased([n for n in refs.tips if n.startswith((LEASES, TASK_LEASES, TRACKED))])
+        self.remotes: list[str] | None = None  # None: not known (and read on first need)
+        self.claims: dict[str, lease_rule.Seen | lease_rule.Unsure | None] = {}
+        self.read = False
 
     def name(self, key: str) -> str | None:
         if key not in self.keys:
             return None
+        from agentrun.store import lease_rule
+
+        if not self.read:
+            self._read()
+        if self.remotes is None:
+            return self._held(key)
+        now = datetime.now(UTC)
+        own = f"{TASK_LEASES if '/' in key else LEASES}{key}"
+        tail = own.removeprefix("refs/agentrun/")
+        places = [(own, ""), *((f"{TRACKED}{r}/{tail}", r) for r in self.remotes)]
+        for ref, remote in places:
+            oid = self.refs.tips.get(ref)
+            if oid is None:
+                continue
+            claim = self.claims.get(oid, lease_rule.Unsure("not read"))
+            if isinstance(claim, lease_rule.Unsure):
+                return self._held(key)
+            if claim is not None and not lease_rule.is_stale(claim, now):
+                where = f" (on {remote})" if remote else ""
+                return f"{claim.holder}@{claim.host}{where}"
+        return None
+
+    def _held(self, key: str) -> str | None:
         from agentrun.store.lease import held
 
         holder = held(self.refs.repo(), key)
         return None if holder is None else holder.name()
+
+    def _read(self) -> None:
+        """The remotes (when a remote's lease is there) and every lease commit."""
+        self.read = True
+        names = [n for n in self.refs.tips if n.startswith((LEASES, TASK_LEASES))]
+        if any(n.startswith(TRACKED) for n in self.refs.tips):
+            self.remotes = remote_names(self.refs.cwd)
+            for remote in self.remotes or []:
+                names += [n for n in self.refs.tips if n.startswith(f"{TRACKED}{remote}/")]
+        else:
+            self.remotes = []
+        oids = sorted({self.refs.tips[n] for n in names})
+        with contextlib.suppress(OSError, ValueError):  # unread: store/lease.py reads them
+            self.claims.update(zip(oids, claims(self.refs.cwd, oids), strict=True))
+
+
+def remote_names(cwd: str) -> list[str] | None:
+    """The repository's remotes as pygit2 lists them (libgit2's ``git_remote_list``: every
+    ``remote.<name>.url`` or ``.pushurl`` of the config, sorted, each once); None when git
+    cannot say."""
+    listed = git(cwd, "config", "-z", "--get-regexp", r"^remote\..*\.(push)?url$")
+    out = listed.communicate()[0]
+    if listed.returncode not in (0, 1):  # 1: no remote at all
+        return None
+    names = set()
+    for item in out.split(b"\0"):
+        key = item.partition(b"\n")[0].decode("utf-8", "surrogateescape")
+        if key:
+            names.add(key.removeprefix("remote.").rpartition(".")[0])
+    return sorted(names)
+
+
+def claims(cwd: str, oids: list[str]) -> list[lease_rule.Seen | lease_rule.Unsure | None]:
+    """What each lease commit holds, from one ``git cat-file --batch``: a lease, None (it
+    holds none: it protects nothing), or ``Unsure`` (for pydantic to say)."""
+    from agentrun.store import lease_rule
+
+    if not oids:
+        return []
+    batch = git(cwd, "cat-file", "--batch", stdin=True)
+    out = batch.communicate("".join(f"{oid}\n" for oid in oids).encode())[0]
+    if batch.returncode:
+        raise OSError(f"git cat-file exited {batch.returncode}")
+    found: list[lease_rule.Seen | lease_rule.Unsure | None] = []
+    at = 0
+    for _ in oids:
+        end = out.index(b"\n", at)
+        header = out[at:end].split()
+        if header[-1] == b"missing":
+            kind, raw, at = "missing", None, end + 1
+        else:
+            size = int(header[2])
+            kind, raw, at = header[1].decode(), out[end + 1 : end + 1 + size], end + 2 + size
+        try:
+            found.append(lease_rule.read_claim(kind, raw))
+        except lease_rule.Unsure as unsure:
+            found.append(unsure)
+    return found

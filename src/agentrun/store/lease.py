@@ -7,7 +7,6 @@ seen, renewed by a heartbeat, and released by deleting the ref while it is still
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,41 +18,22 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agentrun import procs
 from agentrun.errors import (
     ConcurrentUpdateError,
-    ConfigError,
     LeaseHeldError,
     LeaseLostError,
     UnknownBuildError,
 )
 from agentrun.gitrepo import commit_at, empty_tree, now_utc, signature
 from agentrun.kernel.graph import TASK_ID
+from agentrun.store import lease_rule
+from agentrun.store.lease_rule import SKEW_SECONDS as SKEW_SECONDS
+from agentrun.store.lease_rule import TTL_SECONDS as TTL_SECONDS
+from agentrun.store.lease_rule import lease_ttl as lease_ttl
 from agentrun.store.log import check_slug, delete_ref, move_ref
 from agentrun.store.transport import TRACKED
 
 LEASES = "refs/agentrun/leases/"
 TASK_LEASES = "refs/agentrun/task-leases/"
-TTL_SECONDS = 120.0
 HEARTBEAT_SECONDS = 30.0
-SKEW_SECONDS = 30.0
-TTL_VARIABLE = "AGENTRUN_LEASE_TTL"
-
-
-def lease_ttl() -> float:
-    """The TTL a runner claims with: ``AGENTRUN_LEASE_TTL`` seconds (for tests), or 120."""
-    value = os.environ.get(TTL_VARIABLE, "").strip()
-    if not value:
-        return TTL_SECONDS
-    try:
-        ttl = float(value)
-    except ValueError:
-        ttl = 0.0
-    if not ttl > 0:
-        raise ConfigError(f"{TTL_VARIABLE}={value!r}: expected a number of seconds above 0")
-    return ttl
-
-
-def skew_seconds() -> float:
-    """The clock-skew allowance: 30 s, or a quarter of a shorter TTL set for tests."""
-    return min(SKEW_SECONDS, lease_ttl() / 4)
 
 
 class LeaseInfo(BaseModel):
@@ -69,19 +49,17 @@ class LeaseInfo(BaseModel):
     expires_at: datetime
 
     def expired(self, now: datetime) -> bool:
-        return now > self.expires_at + timedelta(seconds=skew_seconds())
+        return lease_rule.expired(self, now)
 
     def holder_dead_here(self) -> bool:
         """The holder ran on this very machine (same boot) and is gone."""
-        here = procs.me()
-        if self.host != here.host or self.boot_id != here.boot_id:
-            return False
-        return not procs.is_alive(self.pid, self.pid_start)
+        return lease_rule.dead_here(self)
 
 
 def is_stale(info: LeaseInfo, now: datetime | None = None) -> bool:
-    """Nobody holds this lease any more: it expired, or its holder died on this machine."""
-    return info.expired(now or now_utc()) or info.holder_dead_here()
+    """Nobody holds this lease any more: it expired, or its holder died on this machine
+    (the rule: store/lease_rule.py)."""
+    return lease_rule.is_stale(info, now or now_utc())
 
 
 def live_holder(info: LeaseInfo | None, now: datetime | None = None) -> LeaseInfo | None:
