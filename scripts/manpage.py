@@ -1,7 +1,8 @@
-"""Write share/man/man1/git-agentrun.1 from the click commands (``--check``: is it current?).
+"""Write data/share/man/man1/git-agentrun.1 from the click commands (``--check``: is it current?).
 
-Git turns ``git agentrun --help`` into ``man git-agentrun``; the wheel installs this page
-under ``share/man/man1``, where ``man`` finds it next to the venv's ``bin`` on ``PATH``.
+Git turns ``git agentrun --help`` into ``man git-agentrun``; the wheel installs data/'s files
+under the venv's prefix, this page in ``share/man/man1``, where ``man`` finds it next to the
+venv's ``bin`` on ``PATH``.
 
     .venv/bin/python scripts/manpage.py [--check]
 """
@@ -18,7 +19,8 @@ from agentrun import __version__
 from agentrun.cli.main import cli
 from agentrun.errors import EXIT_MEANINGS
 
-PAGE = Path(__file__).resolve().parent.parent / "share" / "man" / "man1" / "git-agentrun.1"
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "data" / "share" / "man" / "man1" / "git-agentrun.1"  # data/: the venv's prefix
 
 
 def roff(text: str) -> str:

@@ -14,7 +14,7 @@ from runner.helpers import VENV_BIN, cli_env
 from agentrun.cli.main import cli
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = ROOT / "share" / "man" / "man1" / "git-agentrun.1"
+PAGE = ROOT / "data" / "share" / "man" / "man1" / "git-agentrun.1"
 
 
 def test_the_committed_man_page_is_current() -> None:

@@ -17,7 +17,17 @@ from runner.helpers import VENV_BIN, cli_env, git
 
 ROOT = Path(__file__).resolve().parents[2]
 # What pre-commit needs to install and run the hook, as it is in the working tree now.
-SHIPPED = ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml", "hooks", "share", "src")
+# (flit_core refuses to build without the licence files and the data/ folder it names.)
+SHIPPED = (
+    "pyproject.toml",
+    "README.md",
+    "LICENSE",
+    "NOTICE",
+    ".pre-commit-hooks.yaml",
+    "hooks",
+    "data",
+    "src",
+)
 SYSTEM_PATH = "/usr/bin:/bin"
 
 

@@ -18,21 +18,11 @@ import agentrun
 pytestmark = pytest.mark.slow
 
 STEM = f"git_agentrun-{agentrun.__version__}"
-MAN = "share/man/man1/git-agentrun.1"
-TOP = ["LICENSE", "NOTICE", "README.md", "pyproject.toml", "MANIFEST.in", MAN]
-# What setuptools writes into every sdist it makes: the metadata, and its own notes.
-SETUPTOOLS_SDIST = ["PKG-INFO", "setup.cfg"] + [
-    f"src/git_agentrun.egg-info/{name}"
-    for name in (
-        "PKG-INFO",
-        "SOURCES.txt",
-        "dependency_links.txt",
-        "entry_points.txt",
-        "requires.txt",
-        "top_level.txt",
-    )
-]
-DIST_INFO = ["METADATA", "WHEEL", "entry_points.txt", "top_level.txt", "RECORD"]
+MAN = "share/man/man1/git-agentrun.1"  # where it is installed, under the venv's prefix
+TOP = ["LICENSE", "NOTICE", "README.md", "pyproject.toml", f"data/{MAN}"]
+# What flit_core writes into every sdist it makes: the metadata.
+BACKEND_SDIST = ["PKG-INFO"]
+DIST_INFO = ["METADATA", "WHEEL", "entry_points.txt", "RECORD"]
 
 
 def package_files() -> list[str]:
@@ -62,7 +52,7 @@ def test_the_strays_are_planted(dist: Dist) -> None:
 
 
 def test_the_sdist_is_the_package_its_notices_and_the_man_page(dist: Dist) -> None:
-    expected = {f"src/{name}" for name in package_files()} | set(TOP) | set(SETUPTOOLS_SDIST)
+    expected = {f"src/{name}" for name in package_files()} | set(TOP) | set(BACKEND_SDIST)
     found = sdist_names(dist)
     assert found - expected == set(), "unexpected in the sdist"
     assert expected - found == set(), "missing from the sdist"
@@ -79,7 +69,7 @@ def test_the_wheel_is_the_package_its_notices_and_the_man_page(dist: Dist) -> No
 
 def test_the_shipped_notices_are_the_checkouts(dist: Dist) -> None:
     with tarfile.open(dist.sdist) as archive:
-        for name in ("LICENSE", "NOTICE", MAN):
+        for name in ("LICENSE", "NOTICE", f"data/{MAN}"):
             member = archive.extractfile(f"{STEM}/{name}")
             assert member is not None and member.read() == (ROOT / name).read_bytes()
     with zipfile.ZipFile(dist.wheel) as archive:
