@@ -23,12 +23,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agentrun import __version__
+from agentrun.mcp.jsonrpc import METHOD_NOT_FOUND, PROTOCOL_VERSIONS
 
-LATEST = "2025-06-18"
-PROTOCOL_VERSIONS = (LATEST, "2025-03-26", "2024-11-05")
+LATEST = PROTOCOL_VERSIONS[0]
 POLL_SECONDS = 0.05
 MAX_PAGES = 50  # tools/list pages: a server that keeps paging is not listing tools
-METHOD_NOT_FOUND = -32601
 Message = dict[str, Any]
 
 

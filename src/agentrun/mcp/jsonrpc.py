@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+# The MCP revisions agentrun speaks, newest first: what a client offers and a server accepts.
+PROTOCOL_VERSIONS = ("2025-06-18", "2025-03-26", "2024-11-05")
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601

@@ -28,12 +28,11 @@ from agentrun import __version__
 from agentrun.errors import AgentrunError
 from agentrun.kernel.verbs import PHASE_VERBS, AgentEnv
 from agentrun.mcp import jsonrpc
-from agentrun.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
+from agentrun.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, PROTOCOL_VERSIONS, RpcError
 from agentrun.runtimes.tool_catalog import CONTEXT, REMEMBER, USAGE, VERB_TOOLS, ToolSpec
 
 # The protocol revisions this server speaks, newest first (the lifecycle: the server
 # answers with the client's revision when it has it, else its own newest).
-PROTOCOL_VERSIONS = ("2025-06-18", "2025-03-26", "2024-11-05")
 SERVER_NAME = "agentrun"
 MAX_CONTEXT_CHARS = 100_000
 
