@@ -286,6 +286,11 @@ def test_the_init_template_examples_parse_when_uncommented() -> None:
     assert set(config.prices) == {"my-model"}
     assert (config.forge.kind, config.forge.labels.done) == ("auto", "agentrun:done")
     assert config.sync.remote == "origin"
+    assert set(config.mcp.servers) == {"docs"}
+    assert (config.mcp.servers_for("implement"), config.mcp.servers_for("code-review")) == (
+        ("docs",),
+        (),
+    )
 
 
 def test_load_config_without_a_file_means_defaults(tmp_path: Path) -> None:
