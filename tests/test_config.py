@@ -286,6 +286,11 @@ def test_the_init_template_examples_parse_when_uncommented() -> None:
     assert set(config.prices) == {"my-model"}
     assert (config.forge.kind, config.forge.labels.done) == ("auto", "agentrun:done")
     assert config.sync.remote == "origin"
+    assert set(config.mcp.servers) == {"docs"}
+    assert (config.mcp.servers_for("implement"), config.mcp.servers_for("code-review")) == (
+        ("docs",),
+        (),
+    )
 
 
 def test_load_config_without_a_file_means_defaults(tmp_path: Path) -> None:
@@ -396,7 +401,8 @@ implement = ["docs", "search"]
         ('[mcp.servers.x]\ncommand = "a"\nurl = "http://h/"', "exactly one"),
         ('[mcp.servers.x]\nurl = "ftp://h/"', "is not an http"),
         ('[mcp.servers.x]\nurl = "http://h/"\npass_env = ["A"]', "are for a `command` server"),
-        ('[mcp.servers.agentrun]\ncommand = "a"', "agentrun's own server"),
+        ('[mcp.servers.agentrun]\ncommand = "a"', "'agentrun' is reserved for agentrun's own"),
+        ('[mcp.servers.x]\ncommand = ["a", "b"]', "its arguments go in `args`"),
         ('[mcp.servers.x]\ncommand = "a"\n[mcp.roles]\nplan = ["y"]', "'y' is not a server"),
         ('[mcp.servers.x]\ncommand = "a"\n[mcp.roles]\nplann = ["x"]', "'plann' is not a role"),
         ('[mcp.servers.x]\ncommand = "a"\npass_env = ["GITHUB_TOKEN"]', "would pass GITHUB_TOKEN"),

@@ -336,6 +336,15 @@ class McpServer(_Model):
     url: str | None = None
     timeout_seconds: float = Field(default=60, gt=0)
 
+    @field_validator("command", mode="before")
+    @classmethod
+    def _program_alone(cls, value: object) -> object:
+        if isinstance(value, list):
+            raise ValueError(
+                "`command` is the program alone (a string); its arguments go in `args`"
+            )
+        return value
+
     @model_validator(mode="after")
     def _one_transport(self) -> McpServer:
         if (self.command is None) == (self.url is None):
@@ -368,7 +377,10 @@ class McpConfig(_Model):
     def _names(self) -> McpConfig:
         for name in self.servers:
             if name == "agentrun":
-                raise ValueError("servers.agentrun: the name of agentrun's own server")
+                raise ValueError(
+                    "servers.agentrun: 'agentrun' is reserved for agentrun's own server; "
+                    "give yours another name"
+                )
             if not _SERVER_NAME.match(name):
                 raise ValueError(f"servers.{name}: a server name is letters, digits, '_' and '-'")
         for role, names in self.roles.items():
