@@ -141,6 +141,9 @@ for line in sys.stdin:
                         "inputSchema": {"type": "object", "properties": {}}}]}
     elif m["method"] == "tools/call":
         said = "the probe holds " + os.environ.get("PROBE_TOKEN", "nothing")
+        model = ("ANTHROPIC_", "CLAUDE", "OPENAI_", "CODEX_", "MOCK_")
+        held = [k for k in os.environ if k.startswith(model)]
+        said += "; model variables: " + (",".join(held) or "none")
         r = {"content": [{"type": "text", "text": said}]}
     else:
         r = {}
@@ -198,6 +201,8 @@ def test_a_user_server_is_started_and_its_secret_scrubbed(
     # The model read the server's answer; the log and transcripts never hold the secret.
     said = [r.tool_results() for r in server.model_requests()]
     assert any(f"the probe holds {SECRET}" in t for results in said for t in results)
+    # The server got its own token, not the model's key nor the CLI's own variables.
+    assert any("; model variables: none" in t for results in said for t in results), said
     told = story(repo, slug)
     assert "the probe holds [redacted]" in told and SECRET not in told
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -38,15 +40,19 @@ def test_claude_gets_a_private_file_and_every_servers_tools(tmp_path: Path) -> N
             ServerSpec("docs", url="https://docs.example.com/mcp", timeout_seconds=90),
         ),
     )
-    path = mcp_config.claude_config(servers, tmp_path)
+    path = mcp_config.claude_config(servers, tmp_path, SESSION)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     entries = json.loads(path.read_text())["mcpServers"]
+    values = tmp_path / "tracker.env"
+    assert stat.S_IMODE(values.stat().st_mode) == 0o600
     assert entries["tracker"] == {
         "type": "stdio",
-        "command": "tracker-mcp",
-        "args": ["--stdio"],
-        "env": {"TRACKER_KEY": "k-123"},
+        "command": "/usr/bin/env",
+        "args": ["-i", "/bin/sh", "-c", mcp_config.SOURCE, str(values), "tracker-mcp", "--stdio"],
+        "env": {},  # the key is in the private file, not on a command line or in Claude's env
     }
+    assert "k-123" not in path.read_text()
+    assert entries["agentrun"]["env"]["AGENTRUN_SESSION"] == "s-1"
     assert entries["docs"] == {"type": "http", "url": "https://docs.example.com/mcp"}
     assert mcp_config.allowed_tools(servers) == [
         "mcp__agentrun__*",
@@ -112,3 +118,27 @@ def test_a_server_that_did_not_start_is_named() -> None:
     assert mcp_config.failure("probe", "closed") == (
         "MCP server probe could not start (closed); the session cannot run without it"
     )
+
+
+def test_a_user_server_under_claude_gets_the_session_less_its_provider_key(
+    tmp_path: Path,
+) -> None:
+    """The command Claude Code would run, run for real with Claude Code's environment: the
+    server sees the session's variables and its own, not the model's key or Claude's."""
+    printer = tmp_path / "printenv.py"
+    printer.write_text("import json, os, sys; json.dump(dict(os.environ), sys.stdout)")
+    session = {**SESSION, "PATH": "/usr/bin:/bin", "ANTHROPIC_API_KEY": "sk-ant-model-key"}
+    session |= {"CLAUDE_CODE_MAX_RETRIES": "0", "ODD VALUE": "x", "QUOTED": "it's $HOME `x`"}
+    spec = ServerSpec("tracker", sys.executable, (str(printer),), {"TRACKER_KEY": "k-123"})
+    path = mcp_config.claude_config((spec,), tmp_path, session)
+    entry = json.loads(path.read_text())["mcpServers"]["tracker"]
+    claude = {**session, "CLAUDECODE": "1", "CLAUDE_CODE_SESSION_ID": "c-1"}  # what it adds
+    done = subprocess.run(
+        [entry["command"], *entry["args"]], env=claude, capture_output=True, text=True, check=True
+    )
+    seen = json.loads(done.stdout)
+    assert seen["TRACKER_KEY"] == "k-123" and seen["SHARED"] == "session value"
+    assert seen["QUOTED"] == "it's $HOME `x`"
+    assert seen["AGENTRUN_SESSION"] == "s-1"
+    leaked = [k for k in seen if k.startswith(("ANTHROPIC_", "CLAUDE"))]
+    assert leaked == []

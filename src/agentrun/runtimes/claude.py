@@ -216,7 +216,7 @@ class ClaudeRuntime(CliRuntime):
         stream.stop = EitherEvent(turn.control.cancel)
         spec = turn.handle.spec
         servers = mcp_config.session_servers(turn.env, spec.mcp_servers)
-        config = mcp_config.claude_config(servers, scratch_dir(spec.workdir, "claude"))
+        config = mcp_config.claude_config(servers, scratch_dir(spec.workdir, "claude"), turn.env)
         argv = self.argv(turn.binary, resume, servers, str(config))
         return stream, turn.run(argv, stream.line, turn.prompt, stream.stop)
 

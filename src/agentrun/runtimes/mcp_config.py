@@ -8,8 +8,11 @@ sandbox when there is one, so they are isolated as the agent is.
 - Claude Code: a JSON file in the session's scratch folder (``.agentrun/run/claude/``,
   ignored, never committed) given with ``--mcp-config`` and ``--strict-mcp-config`` (no
   other MCP configuration counts), and each server's tools allowed
-  (``mcp__NAME__*``). Its stdio servers inherit its environment plus the file's ``env``;
-  its start-up and call timeouts are ``MCP_TIMEOUT`` and ``MCP_TOOL_TIMEOUT``.
+  (``mcp__NAME__*``). Claude Code starts a stdio server with its own whole environment
+  (its provider key, its session's variables) plus the file's ``env``: a user's server is
+  started through ``env -i`` and a 0600 file of exactly the variables it gets instead (the
+  session's, less Claude Code's provider variables, plus its own), never on a command
+  line. Its start-up and call timeouts are ``MCP_TIMEOUT`` and ``MCP_TOOL_TIMEOUT``.
 - Codex: ``-c mcp_servers.NAME={…}`` settings (its CODEX_HOME is the user's or the
   build's: agentrun writes nothing there), each server ``required`` (a server that cannot
   start ends ``codex exec`` at once) with its tools approved (``codex exec`` cannot ask).
@@ -26,6 +29,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -45,6 +50,9 @@ SESSION_VARIABLES = (
     "AGENTRUN_GIT_DIR",
 )
 DEFAULT_TIMEOUT = 60.0
+ENV, SH = "/usr/bin/env", "/bin/sh"  # a user's server under Claude Code starts through them
+SOURCE = '. "$0" && exec "$@"'  # the file's variables, then the server in the shell's place
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # what a shell can export
 CODEX_FAILED = "required MCP servers failed to initialize:"
 
 
@@ -66,25 +74,52 @@ def allowed_tools(servers: tuple[ServerSpec, ...]) -> list[str]:
     return [f"mcp__{server.name}__*" for server in servers]
 
 
-def claude_config(servers: tuple[ServerSpec, ...], folder: Path) -> Path:
+def claude_config(servers: tuple[ServerSpec, ...], folder: Path, env: Mapping[str, str]) -> Path:
     """Write Claude Code's ``--mcp-config`` file (readable by its owner only: a server's
-    ``env`` may hold a key) in ``folder``; returns its path."""
+    ``env`` may hold a key) in ``folder``; returns its path. ``env``: the session's."""
     entries: dict[str, Any] = {}
     for server in servers:
         if server.url is not None:
             entries[server.name] = {"type": "http", "url": server.url}
-        else:
+        elif server.name == AGENTRUN:  # agentrun's own: it speaks for Claude Code's session
             entries[server.name] = {
                 "type": "stdio",
                 "command": server.command,
                 "args": list(server.args),
                 "env": dict(server.env),
             }
+        else:
+            values = folder / f"{server.name}.env"
+            _private(values, _exports(server_environment(server, env)))
+            entries[server.name] = {
+                "type": "stdio",
+                "command": ENV,
+                "args": ["-i", SH, "-c", SOURCE, str(values), server.command, *server.args],
+                "env": {},
+            }
     path = folder / "mcp.json"
+    _private(path, json.dumps({"mcpServers": entries}, indent=2))
+    return path
+
+
+def server_environment(server: ServerSpec, env: Mapping[str, str]) -> dict[str, str]:
+    """What a user's server started by Claude Code gets: the session's environment less
+    Claude Code's provider variables (its key among them), plus the server's own."""
+    from agentrun.runner.environment import matches, provider_patterns
+
+    provider = (*provider_patterns("claude", env), "MCP_TIMEOUT", "MCP_TOOL_TIMEOUT")
+    kept = {k: v for k, v in env.items() if _NAME.match(k) and not matches(k, provider)}
+    return kept | server.env
+
+
+def _exports(values: Mapping[str, str]) -> str:
+    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in values.items())
+
+
+def _private(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump({"mcpServers": entries}, handle, indent=2)
-    return path
+        handle.write(text)
 
 
 def claude_timeouts(servers: tuple[ServerSpec, ...]) -> dict[str, str]:
