@@ -13,6 +13,8 @@ import dataclasses
 import json
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -761,3 +763,45 @@ def test_the_shell_is_opt_in_and_never_sees_the_key(
     assert turn.ok
     assert "shell" in tool_names(server.model_requests()[0])
     assert server.model_requests()[1].tool_results() == [f"exit status 0\n{tmp_path}\nno key\n"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_model_proposes_a_fact_and_goes_on(
+    kind: str, repo_path: Path, repo: pygit2.Repository, server: ModelServer, key: str
+) -> None:
+    """``remember`` is a tool of every phase, as it is a verb of every phase: the fact is
+    proposed (a person accepts it), the session goes on, and bad arguments are refused."""
+
+    implement = [
+        call("remember", text=""),  # refused: a fact needs its text
+        call("remember", text="greet.txt holds the greeting", paths=["greet.txt"]),
+        call("edit_file", path="README.md", old="hello\n", new="hello, world\n"),
+        call("write_file", path="greet.txt", content="hi\n"),
+        call("done", summary="greet the world"),
+    ]
+
+    def respond(request: Request) -> Turn:
+        if phase_of(request) == "implement":
+            return implement[min(len(request.tool_results()), len(implement) - 1)]
+        return builder(request)
+
+    server.responder = respond
+    setup_build(repo_path, config_for(kind, server.url))
+    slug, outcome = build(repo)
+
+    assert outcome.state.state_name == "complete"
+    assert "remember" in tool_names(server.model_requests()[0])
+    said = [r.tool_results() for r in server.model_requests() if phase_of(r) == "implement"]
+    assert said[1] == ["refused: the fact is empty: say what later builds should know"]
+    assert said[2][-1].startswith("fact m-1 proposed; a person accepts it with")
+    listed = subprocess.run(
+        [sys.executable, "-m", "agentrun", "memory", "list", "--json"],
+        cwd=repo_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    facts = json.loads(listed.stdout)["facts"]
+    proposed = [(f["text"], f["paths"]) for f in facts if f["state"] == "proposed"]
+    assert proposed == [("greet.txt holds the greeting", ["greet.txt"])]
+    assert slug in json.dumps(facts)

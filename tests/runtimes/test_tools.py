@@ -73,7 +73,7 @@ def box(work: Path, phase: str = "implement", shell: bool = False) -> Toolbox:
 def test_each_phase_gets_its_verbs(phase: str, verbs: list[str]) -> None:
     names = [s.name for s in tool_specs(phase, shell=False)]
     files = ["read_file", "list_files", "search", "write_file", "edit_file"]
-    assert names == [*files, *verbs, "context"]
+    assert names == [*files, *verbs, "context", "remember"]
     assert "shell" in [s.name for s in tool_specs(phase, shell=True)]
 
 

@@ -138,16 +138,15 @@ class VerbServer:
 
     def _run(self, name: str, arguments: dict[str, Any]) -> str:
         from agentrun.agent.verbs import submit, submit_fact
+        from agentrun.runtimes.tool_catalog import report_of
 
         if name == "context":
             return self._context()
         if name == "remember":
-            paths = tuple(arguments.get("paths", ()))
-            return submit_fact(self.env, arguments["text"], paths, self.cwd, self.environ)
+            rep = report_of(name, arguments)
+            return submit_fact(self.env, rep.text, rep.paths, self.cwd, self.environ)
         if name == "usage":
             return self._usage(arguments)
-        from agentrun.runtimes.tool_catalog import report_of
-
         return submit(self.env, report_of(name, arguments), self.cwd, self.environ)
 
     def _context(self) -> str:

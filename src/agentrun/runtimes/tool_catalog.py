@@ -205,9 +205,10 @@ def verbs_of(phase: str) -> tuple[str, ...]:
 
 
 def tool_specs(phase: str, shell: bool) -> tuple[ToolSpec, ...]:
-    """The tools a session of ``phase`` gets: files, maybe the shell, its verbs, context."""
+    """The tools a session of ``phase`` gets: files, maybe the shell, its verbs, context,
+    and ``remember`` (every phase may propose a fact; it ends nothing)."""
     verbs = tuple(VERB_TOOLS[v] for v in verbs_of(phase))
-    return (*FILE_TOOLS, *((SHELL,) if shell else ()), *verbs, CONTEXT)
+    return (*FILE_TOOLS, *((SHELL,) if shell else ()), *verbs, CONTEXT, REMEMBER)
 
 
 def report_of(verb: str, arguments: dict[str, Any]) -> VerbReport:
@@ -218,5 +219,7 @@ def report_of(verb: str, arguments: dict[str, Any]) -> VerbReport:
         return VerbReport(verb, findings=findings)
     if verb == "select":
         return VerbReport(verb, str(arguments["number"]))
+    if verb == "remember":
+        return VerbReport(verb, arguments["text"], paths=tuple(arguments.get("paths", ())))
     key = VERB_TEXT.get(verb)
     return VerbReport(verb, str(arguments.get(key, "")) if key else "")

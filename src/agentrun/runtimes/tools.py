@@ -27,7 +27,14 @@ from agentrun.kernel.verbs import AgentEnv
 from agentrun.runtimes.base import SessionControl, SessionSpec
 from agentrun.runtimes.confine import readable, writable
 from agentrun.runtimes.mcp_tools import UserTools
-from agentrun.runtimes.tool_catalog import VERB_TOOLS, ToolResult, report_of, tool_specs, verbs_of
+from agentrun.runtimes.tool_catalog import (
+    REMEMBER,
+    VERB_TOOLS,
+    ToolResult,
+    report_of,
+    tool_specs,
+    verbs_of,
+)
 
 MAX_READ_CHARS = 100_000
 MAX_WRITE_BYTES = 1_000_000
@@ -67,6 +74,7 @@ class Toolbox:
             "write_file": self._write,
             "edit_file": self._edit,
             "context": self._context,
+            "remember": self._remember,
         }
         if shell:
             self._handlers["shell"] = self._shell
@@ -238,6 +246,13 @@ class Toolbox:
         said = report(self._repo(), self._agent_env(), report_of(verb, args))
         self.control.on_activity(said)
         return ToolResult(said, terminal=True)
+
+    def _remember(self, args: dict[str, Any]) -> ToolResult:
+        problem = REMEMBER.problem(args)
+        if problem is not None:
+            raise _BadArgument(problem)
+        said = report(self._repo(), self._agent_env(), report_of("remember", args))
+        return ToolResult(said)  # a fact ends nothing: the session goes on
 
     def _context(self, args: dict[str, Any]) -> ToolResult:
         path = write_context(self._repo(), self._agent_env(), self.spec.workdir)
