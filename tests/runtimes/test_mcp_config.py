@@ -41,10 +41,10 @@ def test_claude_gets_a_private_file_and_every_servers_tools(tmp_path: Path) -> N
         ),
     )
     path = mcp_config.claude_config(servers, tmp_path, SESSION)
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640  # the agent's account: by ACL
     entries = json.loads(path.read_text())["mcpServers"]
     values = tmp_path / "tracker.env"
-    assert stat.S_IMODE(values.stat().st_mode) == 0o600
+    assert stat.S_IMODE(values.stat().st_mode) == 0o640
     assert entries["tracker"] == {
         "type": "stdio",
         "command": "/usr/bin/env",

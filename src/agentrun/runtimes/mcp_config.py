@@ -10,7 +10,7 @@ sandbox when there is one, so they are isolated as the agent is.
   other MCP configuration counts), and each server's tools allowed
   (``mcp__NAME__*``). Claude Code starts a stdio server with its own whole environment
   (its provider key, its session's variables) plus the file's ``env``: a user's server is
-  started through ``env -i`` and a 0600 file of exactly the variables it gets instead (the
+  started through ``env -i`` and a private file of exactly the variables it gets instead (the
   session's, less Claude Code's provider variables, plus its own), never on a command
   line. Its start-up and call timeouts are ``MCP_TIMEOUT`` and ``MCP_TOOL_TIMEOUT``.
 - Codex: ``-c mcp_servers.NAME={…}`` settings (its CODEX_HOME is the user's or the
@@ -75,7 +75,7 @@ def allowed_tools(servers: tuple[ServerSpec, ...]) -> list[str]:
 
 
 def claude_config(servers: tuple[ServerSpec, ...], folder: Path, env: Mapping[str, str]) -> Path:
-    """Write Claude Code's ``--mcp-config`` file (readable by its owner only: a server's
+    """Write Claude Code's ``--mcp-config`` file (not readable by others: a server's
     ``env`` may hold a key) in ``folder``; returns its path. ``env``: the session's."""
     entries: dict[str, Any] = {}
     for server in servers:
@@ -117,7 +117,10 @@ def _exports(values: Mapping[str, str]) -> str:
 
 
 def _private(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    """Write ``path`` for its owner and, under ``[isolation] mode = "user"``, the agent's
+    account: the scratch folder's default ACL names that account, and a file's group bits
+    are the ACL's mask (0600 would mask the agent out; the CLI could not read its config)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
 

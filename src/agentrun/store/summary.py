@@ -148,12 +148,12 @@ def _pair(item: object) -> bool:
 def entry(summary: dict[str, Any]) -> Entry:
     """What the index keeps of a summary (kernel/summary.py): the row encoded as ``status
     --json`` prints it (``json.dumps(indent=2)``), with a NUL where each live value goes."""
-    import secrets
-
     row = dict(summary["row"])
     tasks = [dict(t) for t in row["tasks"]]
     row["tasks"] = tasks
-    nonce = secrets.token_hex(16)  # no text a build holds names a slot by chance
+    # No text a build holds names a slot by chance. os.urandom, not the secrets module:
+    # a script's own folder may hold a secrets.py that shadows it (bench/ does).
+    nonce = os.urandom(16).hex()
     slots: list[str] = []
     for holder, names in [(row, SLOTS), *((t, TASK_SLOTS) for t in tasks)]:
         for name in names:
