@@ -46,7 +46,7 @@ from agentrun.events import (
     VerifyStarted,
 )
 from agentrun.gitrepo import commit_at
-from agentrun.kernel import decide
+from agentrun.kernel.decide import decide
 from agentrun.kernel.draft import Draft
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.log import EventLog, Tip

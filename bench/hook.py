@@ -177,7 +177,7 @@ def main() -> None:
 
 def goal_ref(clone: Path, env: dict[str, str]) -> str:
     """The log ref of the goal's build: its slug is the goal's key (``hook.goals``)."""
-    from agentrun.hook.goals import Goal
+    from agentrun.commands.goals import Goal
 
     sha = git(clone, "rev-parse", "goal", env=env)
     return f"refs/agentrun/builds/{Goal(sha, GOAL.partition(': ')[2], 'goal').slug}"

@@ -26,7 +26,7 @@ from _common import IDENTITY
 SETUP = """
 import sys
 import pygit2
-from agentrun.commands.memory import add
+from agentrun.store.facts import add
 from agentrun.events import HumanActor
 repo = pygit2.Repository(sys.argv[1])
 for n in range(int(sys.argv[2])):

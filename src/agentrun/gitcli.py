@@ -21,7 +21,7 @@ import contextlib
 import os
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pygit2
@@ -152,6 +152,8 @@ def _overrides(entries: list[tuple[int, str, str]]) -> list[tuple[str, str]]:
 
 
 # The commands that reach a remote: only these get the SSH agent, proxies and the token.
+# What gives a fetch or push its credential: the remote URLs in, config entries out.
+Credential = Callable[[Sequence[str]], list[tuple[str, str]]]
 NETWORK_COMMANDS = frozenset({"fetch", "push", "ls-remote", "pull", "clone"})
 
 
@@ -200,18 +202,19 @@ def run(
     check: bool = False,
     base: Mapping[str, str] | None = None,
     config: Sequence[tuple[str, str]] = (),
+    credential: Credential | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``git ARGS`` in ``cwd``, hardened; ``repo`` is whose config to neutralise (default:
-    the repository ``cwd`` is in). A fetch or push also gets the SSH agent, proxies and
-    the forge credential. ``config``: more ``key=value`` pairs for this one process."""
+    the repository ``cwd`` is in). A fetch or push also gets the SSH agent and proxies,
+    and, from ``credential`` (``credentials.git_config``, which the caller that talks to
+    a remote passes), the forge credential for the repository's remote URLs. ``config``:
+    more ``key=value`` pairs for this one process."""
     args = _plain_programs(args)
     network = subcommand(args) in NETWORK_COMMANDS
     entries = _entries(repo if repo is not None else cwd)
     pairs = _overrides(entries)
-    if network:
-        from agentrun import credentials
-
-        pairs += credentials.git_config(_remote_urls(entries))
+    if network and credential is not None:
+        pairs += credential(_remote_urls(entries))
     pairs += list(config)
     env = environment(network, base)
     env.update(config_env(pairs))

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agentrun.environment import ALWAYS_SECRET, CREDENTIAL_SUFFIXES, key_variable
+
 if TYPE_CHECKING:
     from agentrun.config import Config
 
@@ -37,7 +39,6 @@ _KEY_BLOCK = re.compile(
     re.DOTALL,
 )
 # Forge tokens are secret wherever they are set, whatever the config says.
-ALWAYS_SECRET = ("GITHUB_TOKEN", "GH_TOKEN", "GITLAB_TOKEN", "GL_TOKEN", "CI_JOB_TOKEN")
 
 _lock = threading.Lock()
 _values: frozenset[str] = frozenset()
@@ -107,8 +108,6 @@ def values_of(names: Iterable[str], environ: Mapping[str, str]) -> list[str]:
     name says it is a credential (``*_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``:
     the provider variables a runtime is given, such as ``AWS_SECRET_ACCESS_KEY`` or
     ``GEMINI_API_KEY``), when long enough to be told from text."""
-    from agentrun.runner.environment import CREDENTIAL_SUFFIXES
-
     credentials = (name for name in environ if name.endswith(CREDENTIAL_SUFFIXES))
     return [
         environ[name]
@@ -119,8 +118,6 @@ def values_of(names: Iterable[str], environ: Mapping[str, str]) -> list[str]:
 
 def variables(config: Config) -> list[str]:
     """What must never reach git: the variables marked secret and every runtime's key."""
-    from agentrun.runtimes.base import key_variable
-
     entries = {entry for listed in config.roles.values() for entry in listed}
     runtimes = [*config.runtimes.values(), *filter(None, map(config.runtime, entries))]
     keys = [key_variable(runtime) for runtime in runtimes]

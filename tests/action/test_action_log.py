@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from support.prism import GitHubAPI
 
 from agentrun.cli.progress import PROGRESS_SECONDS
-from agentrun.commands.action_log import Escaped, command, escape_line, escape_text
 from agentrun.errors import EXIT_FAILED, EXIT_USER
+from agentrun.hosted.action_log import Escaped, command, escape_line, escape_text
 
 SLUG = "issue-7-fix-the-greeting"
 PR_URL = "https://github.com/octocat/Hello-World/pull/1347"

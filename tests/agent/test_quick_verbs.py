@@ -31,10 +31,10 @@ from runner.helpers import (
 
 from agentrun.agent.context import PLAN_APPROVAL
 from agentrun.agent.outbox import OUTBOX
-from agentrun.agent.rules import Speaker, VerbReport
 from agentrun.cli.quickverbs import parse
 from agentrun.events import AgentDone
 from agentrun.kernel import approval
+from agentrun.kernel.rules import Speaker, VerbReport
 from agentrun.kernel.state import BuildState, OpenSession
 from agentrun.kernel.verbs import AgentEnv, speaker, verb_draft
 from agentrun.store.cache import StateCache, load_state
@@ -67,7 +67,11 @@ HEAVY = (
     "psutil",
     "regex",
     "agentrun.events",
-    "agentrun.kernel",
+    # The kernel package itself is empty: the quick path imports kernel.rules alone.
+    "agentrun.kernel.state",
+    "agentrun.kernel.evolve",
+    "agentrun.kernel.decide",
+    "agentrun.kernel.verbs",
     "agentrun.store.log",
     "agentrun.store.cache",
     "agentrun.cli.app",

@@ -20,10 +20,10 @@ import psutil
 import pytest
 from support.mcp_server import serving_http
 
-from agentrun.mcp.client import PROTOCOL_VERSIONS, Client, McpError, result_text
-from agentrun.mcp.servers import ServerSpec
-from agentrun.mcp.stdio import StdioTransport
-from agentrun.mcp.streamable import HttpTransport
+from agentrun.runtimes.mcp.client import PROTOCOL_VERSIONS, Client, McpError, result_text
+from agentrun.runtimes.mcp.servers import ServerSpec
+from agentrun.runtimes.mcp.stdio import StdioTransport
+from agentrun.runtimes.mcp.streamable import HttpTransport
 from agentrun.runtimes.mcp_tools import NAME_LIMIT, UserTools, connect, tool_name
 
 SERVER = Path(__file__).parents[1] / "support" / "mcp_server.py"

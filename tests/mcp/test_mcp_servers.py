@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentrun.config import parse_config
-from agentrun.mcp.servers import ServerSpec, secret_values, user_servers
+from agentrun.runtimes.mcp.servers import ServerSpec, secret_values, user_servers
 
 CONFIG = """
 [mcp.servers.docs]

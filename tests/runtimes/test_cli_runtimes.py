@@ -31,7 +31,8 @@ from runner.helpers import configure, git, gone, payloads, tip, toml_value
 from support.model_server import ModelServer, Request, ToolCall, Turn
 
 from agentrun import procs
-from agentrun.agent.outbox import OUTBOX, drain, queue
+from agentrun.agent.drain import drain
+from agentrun.agent.outbox import OUTBOX, queue
 from agentrun.commands.build import create_build, run_build
 from agentrun.config import RuntimeConfig
 from agentrun.errors import VerbError

@@ -10,8 +10,8 @@ import sys
 import tomllib
 from pathlib import Path
 
-from agentrun.mcp.servers import ServerSpec
 from agentrun.runtimes import mcp_config
+from agentrun.runtimes.mcp.servers import ServerSpec
 
 SESSION = {
     "AGENTRUN_BUILD": "b",

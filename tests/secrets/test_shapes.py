@@ -24,7 +24,7 @@ import pytest
 from corpus import Fake
 
 from agentrun import secrets
-from agentrun.hook.guards import Rules, check_commit, check_workdir, secret_in, summary
+from agentrun.runner.guards import Rules, check_commit, check_workdir, secret_in, summary
 
 SEEDS = range(corpus.SEED, corpus.SEED + 5)
 EVERY = [fake for seed in SEEDS for fake in corpus.fakes(seed)]

@@ -20,10 +20,10 @@ from agentrun.events import (
     SessionEnded,
     SessionStarted,
 )
-from agentrun.kernel import BuildState, decide, replay
+from agentrun.kernel.decide import decide
 from agentrun.kernel.draft import Draft
-from agentrun.kernel.evolve import evolve
-from agentrun.kernel.state import initial_state
+from agentrun.kernel.evolve import evolve, replay
+from agentrun.kernel.state import BuildState, initial_state
 from agentrun.store.cache import StateCache, load_state
 from agentrun.store.log import EventLog, Tip
 

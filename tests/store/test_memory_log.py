@@ -9,16 +9,16 @@ from pathlib import Path
 import pygit2
 from conftest import git, make_repo
 
-from agentrun.commands import memory as facts
 from agentrun.events import HumanActor
 from agentrun.kernel.memory import block
+from agentrun.store import facts
 from agentrun.store import memory as store
 from agentrun.store.sync import sync
 
 WRITER = """
 import sys
 import pygit2
-from agentrun.commands.memory import add
+from agentrun.store.facts import add
 from agentrun.events import HumanActor
 
 repo = pygit2.Repository(sys.argv[1])

@@ -11,8 +11,8 @@ from typing import Any
 import pygit2
 
 from agentrun.events import BuildCreated, EscalationRaised, HumanActor
-from agentrun.kernel import replay
 from agentrun.kernel.draft import Draft
+from agentrun.kernel.evolve import replay
 from agentrun.kernel.summary import summarize
 from agentrun.store import summary
 from agentrun.store.log import EventLog

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentrun.agent.rules import PHASE_VERBS, REPORTED_BY_AGENT, AgentEnv
+from agentrun.kernel.rules import PHASE_VERBS, REPORTED_BY_AGENT, AgentEnv
 
 TYPE_CHECKING = False  # not typing itself: loading it costs the verbs' start
 if TYPE_CHECKING:

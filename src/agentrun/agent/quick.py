@@ -5,7 +5,7 @@ the models, the git library and the CLI framework costs many times Python's own 
 The runner keeps ``.git/agentrun/cache/<slug>.json`` at the log's tip after each event
 it appends (DESIGN §2), so inside a session the verb can read the state there, as JSON,
 with the standard library alone: when the cache is at the tip of the build's log it
-checks the report with the rules every path shares (:mod:`agentrun.agent.rules`) and
+checks the report with the rules every path shares (:mod:`agentrun.kernel.rules`) and
 queues it in the outbox as the full path does (:func:`agentrun.agent.outbox.enqueue`).
 
 Anything this path cannot settle from the cache it leaves to the full path, untouched:
@@ -27,7 +27,7 @@ from pathlib import Path
 from agentrun import __version__
 from agentrun.agent.context import render, write_rendered
 from agentrun.agent.outbox import enqueue
-from agentrun.agent.rules import (
+from agentrun.kernel.rules import (
     GIT_DIR_VARIABLE,
     PLAIN_VERBS,
     Speaker,

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from agentrun.agent.outbox import queue, take
-from agentrun.agent.rules import REPORTED_BY_AGENT
 from agentrun.errors import VerbError
 from agentrun.events import Usage
+from agentrun.kernel.rules import REPORTED_BY_AGENT
 from agentrun.kernel.verbs import AgentEnv, scoped
 
 USAGE = Path(".agentrun") / "run" / "usage"

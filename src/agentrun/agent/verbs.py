@@ -20,10 +20,10 @@ import pygit2
 
 from agentrun import secrets
 from agentrun.agent.outbox import enqueue, queue
-from agentrun.agent.rules import GIT_DIR_VARIABLE, agent_env, request
 from agentrun.errors import VerbError
 from agentrun.gitrepo import open_repo
 from agentrun.kernel.draft import Draft
+from agentrun.kernel.rules import GIT_DIR_VARIABLE, agent_env, request
 from agentrun.kernel.state import BuildState
 from agentrun.kernel.verbs import (
     AgentEnv,
@@ -79,7 +79,8 @@ def submit_fact(
     env: AgentEnv, text: str, paths: tuple[str, ...], cwd: Path, environ: Mapping[str, str]
 ) -> str:
     """``agent remember``: check the session and the fact (reading only), queue it."""
-    from agentrun.commands.memory import clean_paths, clean_text
+    from agentrun.kernel.memory import clean_paths
+    from agentrun.store.facts import clean_text
 
     repo = log_repository(cwd, environ)
     _, state = load_state(EventLog(repo), ReadOnlyCache(repo), env.build)
@@ -121,8 +122,8 @@ def report(repo: pygit2.Repository, env: AgentEnv, rep: VerbReport) -> str:
 def remembered(repo: pygit2.Repository, env: AgentEnv, rep: VerbReport) -> str:
     """Add an agent's fact to the memory, proposed (agents read untrusted issue text);
     returns a line saying so. Scrubbed of the build's secrets like the rest."""
-    from agentrun.commands.memory import add
     from agentrun.events import AgentActor
+    from agentrun.store.facts import add
 
     _, state = load_state(EventLog(repo), StateCache(repo), env.build)
     secrets.remember_config(state.config, os.environ)

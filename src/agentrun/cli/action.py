@@ -17,7 +17,7 @@ from agentrun.errors import EXIT_DONE, EXIT_FAILED
 # Each forge's adapter: its OUTPUT variable, its EVENT (from_env, kind, payload, site),
 # the HANDLERS of each kind of event, and FAN_OUT: whether its CI can run a build's ready
 # tasks as jobs of their own (a matrix made from the `tasks` output).
-ADAPTERS = {"github": "agentrun.commands.action", "gitlab": "agentrun.commands.gitlab_action"}
+ADAPTERS = {"github": "agentrun.hosted.github_action", "gitlab": "agentrun.hosted.gitlab_action"}
 
 
 @click.command()
@@ -69,9 +69,9 @@ def action(
     """
     from agentrun.cli.output import outliving_readers
     from agentrun.cli.progress import progress
-    from agentrun.commands.action_log import job_log
     from agentrun.commands.build import deadline
     from agentrun.forge.base import require_forge
+    from agentrun.hosted.action_log import job_log
     from agentrun.hosted.job import HostedJob, act
     from agentrun.hosted.result import outputs_written
 

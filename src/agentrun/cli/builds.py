@@ -97,9 +97,9 @@ def run(
 
 def finish(outcome: Outcome) -> NoReturn:
     """Say how the run ended, and exit with the code of the build's state."""
-    from agentrun.cli.render import outcome_lines
     from agentrun.commands.inspect import state_word
     from agentrun.runner.loop import BASE_UNPUSHED
+    from agentrun.view.render import outcome_lines
 
     state = outcome.state
     if outcome.waiting == BASE_UNPUSHED:
@@ -123,9 +123,9 @@ def finish(outcome: Outcome) -> NoReturn:
 @click.option("--live-only", is_flag=True, help="Leave archived builds out.")
 def status(as_json: bool, live_only: bool) -> None:
     """Every build and its tasks: state, phase, round, open escalation, proposal, age."""
-    from agentrun.cli.table import status_table, unreadable_line
     from agentrun.commands.status import listing as read_listing
     from agentrun.commands.status import status_text
+    from agentrun.view.table import status_table, unreadable_line
 
     listing = read_listing(os.getcwd(), include_archived=not live_only)
     if as_json:
@@ -149,8 +149,8 @@ def status(as_json: bool, live_only: bool) -> None:
 )
 def log(slug: str, as_json: bool, follow: bool) -> None:
     """The timeline of SLUG: events, sessions, verdicts, checks."""
-    from agentrun.cli.render import event_line, usage_lines
     from agentrun.commands.inspect import detail, event_json, log_json, timeline
+    from agentrun.view.render import event_line, usage_lines
 
     repo = current_repo()
     if follow:
@@ -190,7 +190,6 @@ def log(slug: str, as_json: bool, follow: bool) -> None:
 @click.option("--artifact", "name", metavar="NAME", help="Print an artifact (plan, report, …).")
 def show(slug: str, session: str | None, name: str | None) -> None:
     """Details of SLUG, or one of its transcripts or artifacts."""
-    from agentrun.cli.render import detail_lines
     from agentrun.commands.inspect import (
         artifact,
         detail,
@@ -199,6 +198,7 @@ def show(slug: str, session: str | None, name: str | None) -> None:
         task_runners,
         transcript,
     )
+    from agentrun.view.render import detail_lines
 
     repo = current_repo()
     if session is not None:
@@ -238,8 +238,8 @@ def demo(keep: bool) -> None:
     """Run a whole build offline with a scripted agent, in a temporary repository."""
     from agentrun.cli.output import outliving_readers
     from agentrun.cli.progress import progress
-    from agentrun.cli.render import event_line
     from agentrun.commands.demo import demo_build
+    from agentrun.view.render import event_line
 
     with outliving_readers(), demo_build(keep) as built:
         click.echo(f"== timeline of {built.slug} ==")

@@ -44,7 +44,7 @@ def failure(exc: BaseException) -> int:
 
 def say_error(line: str) -> None:
     if os.environ.get("GITHUB_ACTIONS") == "true":  # an error may quote what an agent wrote
-        from agentrun.commands.action_log import escape_text
+        from agentrun.hosted.action_log import escape_text
 
         line = escape_text(line)
     try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import click
 
-from agentrun.cli.main import COMPLETE_VAR  # the entry point reads it before click loads
+from agentrun.cli import COMPLETE_VAR  # the entry point reads it before click loads
 
 _BASH = r"""# git agentrun completion for bash: eval "$(git agentrun completion bash)"
 _git_agentrun() {

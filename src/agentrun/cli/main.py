@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import sys
 
+from agentrun.cli import COMPLETE_VAR
+
 TYPE_CHECKING = False  # not typing itself: this module must load fast
 if TYPE_CHECKING:
     import click
-
-COMPLETE_VAR = "_GIT_AGENTRUN_COMPLETE"  # click's shell completion (cli/help.py)
 
 
 def main() -> None:

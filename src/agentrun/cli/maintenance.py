@@ -46,8 +46,8 @@ def doctor() -> None:
     """Which runtimes can run here, the isolation level in force and the forge; exits 1
     when the default role cannot run, the isolation asked for is impossible or the forge
     asked for is not installed."""
-    from agentrun.cli.render import doctor_lines
     from agentrun.commands.doctor import doctor as diagnose
+    from agentrun.view.render import doctor_lines
 
     found = diagnose(current_repo())
     for line in doctor_lines(found):
@@ -74,9 +74,9 @@ def sync(remote: str) -> None:
 def sweep(remote: str | None, time_limit: float | None, as_json: bool) -> None:
     """Resume builds that were answered or whose runner died; report the rest."""
     from agentrun.cli.output import outliving_readers
-    from agentrun.cli.table import unreadable_line
     from agentrun.commands.build import deadline
     from agentrun.commands.sweep import sweep as sweep_builds
+    from agentrun.view.table import unreadable_line
 
     stop_at = deadline(time_limit)
     repo = current_repo()

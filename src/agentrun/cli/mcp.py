@@ -12,6 +12,6 @@ def mcp() -> None:
     """Serve this session's agent verbs as MCP tools on stdin/stdout (an agent CLI starts it)."""
     from pathlib import Path
 
-    from agentrun.mcp.server import serve_stdio
+    from agentrun.cli.mcp_server import serve_stdio
 
     serve_stdio(os.environ, Path.cwd())

@@ -19,8 +19,8 @@ def memory(ctx: click.Context) -> None:
 @click.option("--json", "as_json", is_flag=True, help='Machine-readable, with "schema": 1.')
 def memory_list(as_json: bool) -> None:
     """Every fact: id, state, source and text (forgotten ones too)."""
-    from agentrun.commands.memory import as_json as fact_json
-    from agentrun.commands.memory import facts
+    from agentrun.kernel.memory import as_json as fact_json
+    from agentrun.store.facts import facts
 
     found = list(facts(current_repo()).values())
     if as_json:
@@ -39,7 +39,8 @@ def memory_list(as_json: bool) -> None:
 @click.argument("fact_id", metavar="ID")
 def memory_show(fact_id: str) -> None:
     """One fact in full."""
-    from agentrun.commands.memory import facts, find
+    from agentrun.kernel.memory import find
+    from agentrun.store.facts import facts
 
     fact = find(facts(current_repo()), fact_id)
     click.echo(f"{fact.id} ({fact.state})")
@@ -60,7 +61,8 @@ def memory_show(fact_id: str) -> None:
 @click.option("--path", "paths", multiple=True, metavar="GLOB", help="A path it concerns.")
 def memory_add(text: str, paths: tuple[str, ...]) -> None:
     """Add a fact of your own (accepted: later prompts carry it)."""
-    from agentrun.commands.memory import FactError, person_add
+    from agentrun.kernel.memory import FactError
+    from agentrun.store.facts import person_add
 
     added = person_add(current_repo(), text, paths)
     if not added.new and added.fact.state != "accepted":
@@ -75,7 +77,7 @@ def memory_add(text: str, paths: tuple[str, ...]) -> None:
 @click.argument("fact_id", metavar="ID")
 def memory_accept(fact_id: str) -> None:
     """Accept a proposed fact: later builds' prompts carry it."""
-    from agentrun.commands.memory import accept
+    from agentrun.store.facts import accept
 
     fact, changed = accept(current_repo(), fact_id)
     click.echo(f"fact {fact.id} {'accepted' if changed else 'was already accepted'}")
@@ -85,7 +87,7 @@ def memory_accept(fact_id: str) -> None:
 @click.argument("fact_id", metavar="ID")
 def memory_forget(fact_id: str) -> None:
     """Forget a fact: no later prompt carries it (its text stays in the log's history)."""
-    from agentrun.commands.memory import forget
+    from agentrun.store.facts import forget
 
     fact, changed = forget(current_repo(), fact_id)
     click.echo(f"fact {fact.id} {'forgotten' if changed else 'was already forgotten'}")

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from agentrun.cli.render import event_line
 from agentrun.kernel.state import BuildState
 from agentrun.runner.build import Observer
 from agentrun.store.log import Stored
+from agentrun.view.render import event_line
 
 if TYPE_CHECKING:
     from rich.text import Text

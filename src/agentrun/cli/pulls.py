@@ -12,8 +12,8 @@ from agentrun.cli.options import current_repo
 def pulls(ctx: click.Context) -> None:
     """The local forge's proposals (refs/agentrun/pulls/N)."""
     if ctx.invoked_subcommand is None:
-        from agentrun.cli.render import pulls_table
         from agentrun.commands.pulls import list_pulls
+        from agentrun.view.render import pulls_table
 
         pulls_table(list_pulls(current_repo()))
 
@@ -24,8 +24,8 @@ def pulls(ctx: click.Context) -> None:
 @click.option("--stat", is_flag=True, help="The change against its base, file by file.")
 def pulls_show(number: int, as_diff: bool, stat: bool) -> None:
     """A proposal: title, state, body, comments and commits (or its --diff, --stat)."""
-    from agentrun.cli.render import proposal_lines
     from agentrun.commands.pulls import diff_pull, show_pull
+    from agentrun.view.render import proposal_lines
 
     repo = current_repo()
     if as_diff or stat:

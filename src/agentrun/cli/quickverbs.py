@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from agentrun.agent.rules import VerbReport
+from agentrun.kernel.rules import VerbReport
 
 NO_OPTION = ("context", "approve", "pass")
 ONE_OPTION = {"done": "--summary", "fail": "--reason", "revise": "--finding"}

@@ -16,10 +16,10 @@ from agentrun.commands.doctor import auto_pick, unenforced_budgets
 from agentrun.config import CONFIG_FILE, Config, config_from_data, load_config
 from agentrun.errors import AgentrunError, ConcurrentUpdateError, ConfigError
 from agentrun.events import BuildCreated, HumanActor
-from agentrun.forge.base import BRANCH_PREFIX
 from agentrun.gitrepo import require_commits, user_login
 from agentrun.kernel.draft import Draft
 from agentrun.kernel.state import BuildState
+from agentrun.refs import BRANCH_PREFIX
 from agentrun.runner.build import Observer
 from agentrun.runner.loop import Outcome, Runner
 from agentrun.snapshot import snapshot

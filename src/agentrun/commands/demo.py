@@ -243,7 +243,7 @@ class Demo:
         return DemoReport(self._report(state), state.state_name)
 
     def _report(self, state: BuildState) -> list[str]:
-        from agentrun.cli.render import proposal_lines
+        from agentrun.view.render import proposal_lines
 
         slug, lines = self.slug, []
         forge = LocalForge(self.repo)

@@ -233,7 +233,7 @@ def listing(cwd: str, include_archived: bool = True) -> Listing:
             stale.append(n)
         entries.append("" if entry is None else (tip, entry))
     if stale:
-        from agentrun.commands.inspect import entries_of
+        from agentrun.commands.logs import entries_of
 
         wanted = [(places[n][0], places[n][1] if places[n][2] else None) for n in stale]
         for n, read in zip(stale, entries_of(refs.repo(), wanted), strict=True):

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Literal
 
 import pygit2
 
-from agentrun.commands.inspect import Unreadable, read_build, state_word
+from agentrun.commands.inspect import state_word
+from agentrun.commands.logs import Unreadable, read_build
 from agentrun.commands.status import JSON_SCHEMA, unreadable_json
 from agentrun.config import load_config
 from agentrun.errors import AgentrunError

@@ -438,7 +438,7 @@ class Config(_Model):
     @model_validator(mode="after")
     def _pass_env_keeps_secrets(self) -> Config:
         """``pass_env`` may extend what agents and checks see, never to a token or secret."""
-        from agentrun.secrets import ALWAYS_SECRET
+        from agentrun.environment import ALWAYS_SECRET
 
         owned = [(f"runtimes.{n}", r.pass_env) for n, r in self.runtimes.items()]
         owned += [(f"verify.{s.name}", s.pass_env) for s in self.verify]

@@ -102,7 +102,6 @@ class Forge(Protocol):
         """Put the proposal back into draft (its build works on it again)."""
 
 
-BRANCH_PREFIX = "agentrun/"  # a build publishes from its own branch: agentrun/SLUG
 STATUS_MARKER = "<!-- agentrun:status -->"
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pygit2
 
-from agentrun import gitcli
+from agentrun import credentials, gitcli
 from agentrun.errors import ForgeError
 from agentrun.gitrepo import common_dir
 
@@ -59,7 +59,7 @@ def git_in(where: Path, *args: str, git_dir: bool = False) -> str:
     A failure is a ``ForgeError`` carrying git's own reason.
     """
     location = [f"--git-dir={where}"] if git_dir else ["-C", str(where)]
-    done = gitcli.run([*location, *args], cwd=where)
+    done = gitcli.run([*location, *args], cwd=where, credential=credentials.git_config)
     if done.returncode != 0:
         # git spreads one reason over several lines (a heading, the paths, "Aborting").
         detail = " ".join(line.strip() for line in (done.stderr or done.stdout).splitlines())

@@ -26,7 +26,6 @@ import pygit2
 from agentrun import credentials
 from agentrun.errors import ForgeError
 from agentrun.forge.base import (
-    BRANCH_PREFIX,
     Access,
     Check,
     Comment,
@@ -40,6 +39,7 @@ from agentrun.forge.base import (
     status_marked,
 )
 from agentrun.forge.branches import push_to_origin
+from agentrun.refs import BRANCH_PREFIX
 
 if TYPE_CHECKING:
     from github.IssueComment import IssueComment

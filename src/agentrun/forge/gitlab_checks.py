@@ -28,7 +28,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from agentrun.forge.base import BRANCH_PREFIX, Check, CheckState
+from agentrun.forge.base import Check, CheckState
+from agentrun.refs import BRANCH_PREFIX
 
 LOG_TAIL = 2000  # characters of a failed job's trace kept for the next round's feedback
 PENDING = frozenset(

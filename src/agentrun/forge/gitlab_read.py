@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from agentrun.forge.base import BRANCH_PREFIX, Access, Comment, Issue, ProposalInfo, Review
+from agentrun.forge.base import Access, Comment, Issue, ProposalInfo, Review
 from agentrun.forge.gitlab_site import is_draft, proposal_number, ready_title
+from agentrun.refs import BRANCH_PREFIX
 
 CHANGES_REQUESTED = "changes_requested"
 # GitLab's access levels on the forge-neutral scale: the one table of who may do what.

@@ -13,7 +13,6 @@ imported only once the push has one or the other.
 
 from __future__ import annotations
 
-import re
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,15 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from agentrun.errors import AgentrunError, ConfigError
+from agentrun.refs import BUILD_BRANCHES, carries_goals, is_sha
 
 if TYPE_CHECKING:
     import pygit2
 
     from agentrun.config import Config
-    from agentrun.hook.guards import Rules
-
-BUILD_BRANCHES = "refs/heads/agentrun/"
-_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+    from agentrun.runner.guards import Rules
 
 
 class HookInputError(AgentrunError):
@@ -81,17 +78,13 @@ def parse_updates(text: str) -> tuple[Update, ...]:
             continue
         # The local ref is "supplied as it was originally given": split from the right.
         parts = line.rsplit(maxsplit=3)
-        if len(parts) != 4 or not (_SHA.match(parts[1]) and _SHA.match(parts[3])):
+        if len(parts) != 4 or not (is_sha(parts[1]) and is_sha(parts[3])):
             raise HookInputError(
                 f"line {number} of the pre-push input is not `<local ref> <local sha> "
                 f"<remote ref> <remote sha>`: {line[:200]!r}"
             )
         updates.append(Update(*parts))
     return tuple(updates)
-
-
-def is_sha(text: str) -> bool:
-    return bool(_SHA.match(text))
 
 
 def read_push(
@@ -123,7 +116,7 @@ def _precommit_push(environ: Mapping[str, str]) -> Push:
     local_sha = environ.get("PRE_COMMIT_TO_REF", "")
     from_ref = environ.get("PRE_COMMIT_FROM_REF", "")
     for sha in (local_sha, from_ref):
-        if sha and not _SHA.match(sha):
+        if sha and not is_sha(sha):
             raise HookInputError(f"pre-commit passed {sha!r} where an object id belongs")
     update = Update(
         environ["PRE_COMMIT_LOCAL_BRANCH"],
@@ -165,8 +158,7 @@ def _guard_builds(
     """The guards' findings in the commits going to build branches (refused if any), by
     the working tree's config and the builds' own snapshots."""
     from agentrun import secrets
-    from agentrun.hook.builds import snapshot_rules
-    from agentrun.hook.guards import Rules
+    from agentrun.runner.guards import Rules, snapshot_rules
 
     if not builds:
         return Result()  # goals only: each build reads its own commit's config
@@ -211,8 +203,8 @@ def start_goals(
     """Create a build for each goal of the commits these updates bring (once per
     commit and goal); no agent runs here. A goal whose build exists here but not on the
     remote (a push that was refused) has its log pushed again."""
+    from agentrun.commands.goals import config_at, create, goals_in, taken
     from agentrun.gitrepo import user_login
-    from agentrun.hook.goals import config_at, create, goals_in, taken
     from agentrun.store.log import build_ref
 
     started = Started()
@@ -258,12 +250,6 @@ def _how(repo: pygit2.Repository, config: Config, slug: str, remote: str) -> str
     return f"{here}, or `git agentrun sweep{fetch}` in any clone"
 
 
-def carries_goals(ref: str) -> bool:
-    """Only branches other than builds' start builds from goals (not tags, not
-    ``agentrun/*``): the shim's rule too."""
-    return ref.startswith("refs/heads/") and not ref.startswith(BUILD_BRANCHES)
-
-
 def _guard(
     repo: pygit2.Repository,
     remote: str,
@@ -273,7 +259,7 @@ def _guard(
     seen: set[str],
 ) -> list[str]:
     """One line per finding in the commits ``update`` brings (each commit judged once)."""
-    from agentrun.hook.guards import check_commit
+    from agentrun.runner.guards import check_commit
 
     lines = []
     for commit in pushed_commits(repo, remote, update, remote_refs):
@@ -300,7 +286,7 @@ def pushed_commits(
     import pygit2
 
     from agentrun.gitrepo import WALK_NEWEST_FIRST
-    from agentrun.hook.builds import build_base
+    from agentrun.store.created import build_base
 
     tip = _commit(repo, update.local_sha or update.local_ref)
     if tip is None:

@@ -8,6 +8,6 @@
   (``forge.base.Access``), and what each command appends (``kernel.requests``);
 - ``commands``: the one grammar of ``/agentrun …`` commands in every forge's comments.
 
-An adapter reads its forge's event payload and calls ``job``: ``commands/action.py``
-for GitHub Actions.
+An adapter reads its forge's event payload and calls ``job``: ``github_action``
+for GitHub Actions, ``gitlab_action`` for GitLab CI (``action_log``: the job log).
 """

@@ -12,7 +12,7 @@
   sweep of the builds that have work.
 
 The config is read from the base branch as fetched from the remote, never from the
-working tree (which may be a proposal's). An adapter (``commands/action.py`` for GitHub
+working tree (which may be a proposal's). An adapter (``hosted/github_action.py`` for GitHub
 Actions) turns its forge's event payload into these calls.
 """
 
@@ -39,7 +39,7 @@ from agentrun.store.cache import StateCache, load_state
 from agentrun.store.log import EventLog
 
 if TYPE_CHECKING:
-    from agentrun.hook.goals import Goal
+    from agentrun.commands.goals import Goal
 
 TITLE_LIMIT = 300
 PUSHES = 3  # tries to push what a job appended while others push too
@@ -104,8 +104,8 @@ class HostedJob:
         """``ref`` was pushed from ``before`` to ``after``: a build per ``Agentrun-Goal`` of
         the commits it gained (once per commit and goal: the hook's, or another job's,
         counts), then every one of them runs here."""
-        from agentrun.hook.goals import TRAILER, goals_in
-        from agentrun.hook.prepush import carries_goals
+        from agentrun.commands.goals import TRAILER, goals_in
+        from agentrun.refs import carries_goals
 
         branch = ref.removeprefix("refs/heads/")
         if not carries_goals(ref):
@@ -145,7 +145,7 @@ class HostedJob:
     def _goal_build(self, goal: Goal) -> str:
         """The goal's build: created here and on the remote unless it exists (the remote's
         wins a race); its slug."""
-        from agentrun.hook.goals import config_at, create, taken
+        from agentrun.commands.goals import config_at, create, taken
         from agentrun.store.log import build_ref
         from agentrun.store.transport import RefUpdate, Remote
 
@@ -484,7 +484,7 @@ Handler = Callable[["HostedJob", dict[str, Any]], JobResult]
 def pushed(job: HostedJob, payload: dict[str, Any]) -> JobResult:
     """A push event (GitHub's webhook, GitLab's or its push pipeline's variables): the
     goals of the commits the branch gained, ``before``..``after``."""
-    from agentrun.hook.goals import check_push
+    from agentrun.commands.goals import check_push
 
     return job.pushed(*check_push(payload.get("ref"), payload.get("before"), payload.get("after")))
 

@@ -195,7 +195,7 @@ class Steering:
                 self._say(f"build {slug}: {done.note}")
             return f"reconcile requested (base at {done.base[:10]})"
         if command.verb == "remember":
-            from agentrun.commands.memory import accept
+            from agentrun.store.facts import accept
 
             assert command.fact is not None
             fact, changed = accept(self.repo, command.fact, login)

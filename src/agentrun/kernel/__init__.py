@@ -8,23 +8,7 @@ work), ``checks`` (verify and finalize commands), ``verbs`` (agent verbs), ``req
 (people's requests). The runner, the commands and the verbs load the state, call one of
 these, and append what it returns (``store.append.append_decided``). No I/O, no clock,
 no random ids.
+
+This package imports nothing itself: the verbs' quick path imports ``kernel.rules`` alone,
+without the models the other modules load.
 """
-
-from __future__ import annotations
-
-from collections.abc import Iterable
-
-from agentrun.events import Event
-from agentrun.kernel.decide import Decision, decide
-from agentrun.kernel.evolve import evolve
-from agentrun.kernel.state import BuildState, initial_state
-
-__all__ = ["BuildState", "Decision", "decide", "evolve", "initial_state", "replay"]
-
-
-def replay(slug: str, events: Iterable[Event]) -> BuildState:
-    """The state of a build after its whole log: a fold of ``evolve``."""
-    state = initial_state(slug)
-    for event in events:
-        state = evolve(state, event)
-    return state

@@ -5,6 +5,7 @@ Pure: no I/O, no clock. Everything it needs comes in the event.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import assert_never
 
 from agentrun import events as ev
@@ -27,6 +28,7 @@ from agentrun.kernel.state import (
     OpenSession,
     Proposal,
     attempt_key,
+    initial_state,
 )
 from agentrun.snapshot import read as read_snapshot
 
@@ -375,3 +377,11 @@ def _plan_approved(s: BuildState, p: ev.PlanApproved) -> Changes:
     closed = asked.model_copy(update={"answer": "approved", "by": p.by})
     escalations = tuple(closed if e.id == p.id else e for e in s.escalations)
     return {"escalations": escalations, **work_starts(s, s.graph)}
+
+
+def replay(slug: str, events: Iterable[ev.Event]) -> BuildState:
+    """The state of a build after its whole log: a fold of ``evolve``."""
+    state = initial_state(slug)
+    for event in events:
+        state = evolve(state, event)
+    return state

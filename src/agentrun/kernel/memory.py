@@ -9,6 +9,10 @@ Which accepted facts a prompt carries is a fixed rule (:func:`chosen`): those wh
 match the build's planned or changed paths first, then the rest, each group newest first,
 up to ``[memory] max_chars`` characters of the whole block; never those the build itself
 taught (a build's facts are for later builds). Pure: no I/O, no clock.
+
+What adding, accepting and forgetting append is decided here too (:func:`added`,
+:func:`marked`): who adds a fact decides its first state, the same text is never added
+twice, and forgotten stays forgotten unless a person adds the text again.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from agentrun import events as ev
+from agentrun.errors import AgentrunError
+from agentrun.kernel.draft import Draft
 from agentrun.kernel.paths import any_matches
 
 ID = re.compile(r"m-([1-9][0-9]{0,8})")
@@ -26,6 +32,13 @@ HEADING = (
     "\n\nWhat earlier builds of this repository learned (accepted facts, each with its source):\n\n"
 )
 _SPACE = re.compile(r"\s+")
+MAX_TEXT = 2000  # characters of one fact: a fact is a sentence or two, not a document
+MAX_PATHS = 20
+MAX_PATH = 200
+
+
+class FactError(AgentrunError):
+    """A memory command that cannot be done: one line saying why."""
 
 
 @dataclass(frozen=True)
@@ -139,3 +152,106 @@ def recurring(verdicts: Iterable[tuple[int, Sequence[str]]]) -> list[str]:
                 rounds.setdefault(key, set()).add(round_)
                 first.setdefault(key, finding.strip())
     return [first[key] for key, seen in rounds.items() if len(seen) >= 2]
+
+
+def check_text(text: str) -> str:
+    """A fact's text as it is stored (the caller has scrubbed it): stripped, checked."""
+    text = text.strip()
+    if not text:
+        raise FactError("the fact is empty: say what later builds should know")
+    if len(text) > MAX_TEXT:
+        raise FactError(f"the fact has {len(text):,} characters; at most {MAX_TEXT:,}")
+    return text
+
+
+def clean_paths(paths: Sequence[str]) -> tuple[str, ...]:
+    """Path globs (``.gitignore`` lines, as verify ``paths``), checked."""
+    if len(paths) > MAX_PATHS:
+        raise FactError(f"{len(paths)} --path globs; at most {MAX_PATHS}")
+    for path in paths:
+        if not path.strip() or "\n" in path or len(path) > MAX_PATH:
+            raise FactError(
+                f"--path {path!r} is not a glob (one line, at most {MAX_PATH} characters, "
+                'such as "src/api/**")'
+            )
+    return tuple(p.strip() for p in paths)
+
+
+@dataclass(frozen=True)
+class Adding:
+    """What adding a text means for the facts: the events, and the fact that already says
+    it (None: the text is new)."""
+
+    drafts: list[Draft]
+    twin: Fact | None
+
+
+def added(
+    facts: dict[str, Fact],
+    text: str,
+    who: str,
+    *,
+    accepted: bool,
+    actor: ev.Actor,
+    build: str = "",
+    phase: str = "",
+    paths: tuple[str, ...] = (),
+    over_forgotten: bool = False,
+) -> Adding:
+    """Add a fact unless one says the same already.
+
+    A fact the same text already made that is only proposed is accepted by an
+    ``accepted`` add (a person, or a command that passed, vouches for it now). A forgotten
+    fact's text comes back only when ``over_forgotten`` (a person adds it again); a
+    command that passes again does not revive what a person forgot.
+    """
+    live = {k: f for k, f in facts.items() if f.state != "forgotten"}
+    twin = same_text(live if over_forgotten else facts, text)
+    if twin is not None:
+        if accepted and twin.state == "proposed":
+            return Adding([Draft(ev.MemoryAccepted(id=twin.id, by=who), actor)], twin)
+        return Adding([], twin)
+    state: ev.FactState = "accepted" if accepted else "proposed"
+    payload = ev.MemoryAdded(
+        id=next_id(facts), text=text, who=who, build=build, phase=phase, paths=paths, state=state
+    )
+    return Adding([Draft(payload, actor)], None)
+
+
+def find(facts: dict[str, Fact], fact_id: str) -> Fact:
+    found = facts.get(fact_id.strip())
+    if found is None:
+        known = "`git agentrun memory list` lists them"
+        raise FactError(f"no fact {fact_id!r} in refs/agentrun/memory: {known}")
+    return found
+
+
+def marked(facts: dict[str, Fact], fact_id: str, by: str, accept: bool) -> list[Draft]:
+    """A person accepts (or forgets) a fact: the event, or none when nothing changes."""
+    fact = find(facts, fact_id)
+    if fact.state == "forgotten":
+        if accept:
+            raise FactError(
+                f"fact {fact.id} was forgotten by {fact.by}; a forgotten fact stays "
+                "forgotten (add its text again with `git agentrun memory add`)"
+            )
+        return []
+    if accept and fact.state == "accepted":
+        return []
+    made = ev.MemoryAccepted if accept else ev.MemoryForgotten
+    return [Draft(made(id=fact.id, by=by), ev.HumanActor(login=by))]
+
+
+def as_json(fact: Fact) -> dict[str, object]:
+    """A fact as ``memory list --json`` prints it."""
+    return {
+        "id": fact.id,
+        "state": fact.state,
+        "text": fact.text,
+        "who": fact.who,
+        "build": fact.build or None,
+        "phase": fact.phase or None,
+        "paths": list(fact.paths),
+        "by": fact.by or None,
+        "added_at": fact.added_at.isoformat(),
+    }

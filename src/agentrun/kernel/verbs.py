@@ -3,7 +3,7 @@
 The verb's command (``git agentrun agent <verb>``), the outbox's drain and the runtimes
 that live inside the runner all check and build a report here; they only read the log
 and append what this returns (DESIGN §6). The rules themselves (which verb fits which
-phase, who may speak, what a plain verb needs) live in :mod:`agentrun.agent.rules`,
+phase, who may speak, what a plain verb needs) live in :mod:`agentrun.kernel.rules`,
 free of the models, so that the verb's quick path checks with the same code.
 """
 
@@ -12,8 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agentrun import events as ev
-from agentrun.agent import rules
-from agentrun.agent.rules import (
+from agentrun.errors import VerbError
+from agentrun.kernel import rules, tasks
+from agentrun.kernel.decide import next_escalation_id
+from agentrun.kernel.draft import Draft
+from agentrun.kernel.graph import GraphError
+from agentrun.kernel.graph import parse as parse_graph
+from agentrun.kernel.rules import (
     ANY_PHASE_VERBS,
     PHASE_VERBS,
     AgentEnv,
@@ -21,12 +26,6 @@ from agentrun.agent.rules import (
     VerbReport,
     plain_said,
 )
-from agentrun.errors import VerbError
-from agentrun.kernel import tasks
-from agentrun.kernel.decide import next_escalation_id
-from agentrun.kernel.draft import Draft
-from agentrun.kernel.graph import GraphError
-from agentrun.kernel.graph import parse as parse_graph
 from agentrun.kernel.state import BuildState
 
 __all__ = [

@@ -10,12 +10,12 @@ from __future__ import annotations
 import threading
 
 from agentrun import isolation, procs
+from agentrun.environment import session_env
 from agentrun.errors import GuardError
 from agentrun.gitrepo import common_dir
 from agentrun.kernel import checks as record
 from agentrun.kernel.decide import RunCheck, RunFinalizeStep
 from agentrun.runner.build import BuildHandle
-from agentrun.runner.environment import session_env
 from agentrun.runner.watch import AbortWatcher
 from agentrun.runner.workspace import PhaseMark, Workspace
 from agentrun.store.notes import add_note

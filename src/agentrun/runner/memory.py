@@ -10,10 +10,10 @@ the build's: it goes on without the fact.
 from __future__ import annotations
 
 from agentrun import events as ev
-from agentrun.commands.memory import add, learned
 from agentrun.errors import AgentrunError
 from agentrun.kernel import memory
 from agentrun.runner.build import BuildHandle
+from agentrun.store.facts import add, learned
 
 
 def verify_passed(build: BuildHandle, step: str, command: str, round_: int) -> None:

@@ -19,7 +19,8 @@ from pathlib import Path
 import pygit2
 
 from agentrun import isolation, procs, secrets
-from agentrun.agent.outbox import Drainer, drain
+from agentrun.agent.drain import Drainer, drain
+from agentrun.environment import key_variable, session_env
 from agentrun.errors import GuardError, LeaseLostError, RuntimeSetupError
 from agentrun.events import CodeReviewVerdict
 from agentrun.gitrepo import common_dir
@@ -30,10 +31,8 @@ from agentrun.kernel.runner import made
 from agentrun.kernel.session_end import PRODUCERS
 from agentrun.kernel.sessions import AgentWork, SessionJob, Turn, job_of, subject
 from agentrun.kernel.state import BuildState, Report
-from agentrun.mcp.servers import secret_values, user_servers
 from agentrun.prices import price_of, runtime_price, with_cost
 from agentrun.runner.build import BuildHandle, Observer
-from agentrun.runner.environment import session_env
 from agentrun.runner.prompts import render_prompt
 from agentrun.runner.slots import session_slot
 from agentrun.runner.watch import AbortWatcher
@@ -43,9 +42,9 @@ from agentrun.runtimes.base import (
     SessionControl,
     SessionSpec,
     TurnResult,
-    key_variable,
     make_runtime,
 )
+from agentrun.runtimes.mcp.servers import secret_values, user_servers
 from agentrun.runtimes.mcp_config import MCP_KINDS
 from agentrun.store.lease import Heartbeat
 from agentrun.store.notes import add_note

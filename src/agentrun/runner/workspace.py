@@ -31,9 +31,15 @@ from agentrun.gitrepo import (
     tree_at,
     worktrees_dir,
 )
-from agentrun.hook.builds import snapshot_rules
-from agentrun.hook.guards import Rules, check_commit, check_diff, check_workdir, summary
 from agentrun.isolation import gitdir
+from agentrun.runner.guards import (
+    Rules,
+    check_commit,
+    check_diff,
+    check_workdir,
+    snapshot_rules,
+    summary,
+)
 from agentrun.secrets import scrub
 
 # The maintainers' own: agentrun's config and prompts steer every later build.

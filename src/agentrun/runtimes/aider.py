@@ -48,6 +48,7 @@ import pygit2
 
 from agentrun import procs
 from agentrun.agent.verbs import report
+from agentrun.environment import key_variable
 from agentrun.errors import AgentrunError, VerbError
 from agentrun.events import Usage
 from agentrun.kernel.verbs import VerbReport
@@ -62,7 +63,7 @@ from agentrun.runtimes.agent_cli import (
     scratch_dir,
     stopped,
 )
-from agentrun.runtimes.base import TurnResult, key_variable
+from agentrun.runtimes.base import TurnResult
 
 FLAGS = (
     "--yes-always",

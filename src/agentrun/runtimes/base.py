@@ -18,7 +18,7 @@ from agentrun.events import Usage
 from agentrun.kernel.verbs import AgentEnv
 
 if TYPE_CHECKING:
-    from agentrun.mcp.servers import ServerSpec
+    from agentrun.runtimes.mcp.servers import ServerSpec
 
 
 @dataclass(frozen=True)
@@ -205,37 +205,6 @@ MODULES = {
     "openai": "agentrun.runtimes.openai",
     "anthropic": "agentrun.runtimes.anthropic",
 }
-
-
-KEY_VARIABLES = {
-    "claude": "ANTHROPIC_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "codex": "OPENAI_API_KEY",
-    "openai": "OPENAI_API_KEY",
-    "aider": "OPENAI_API_KEY",
-}
-
-
-# Aider talks to many providers: its key follows the model's provider prefix.
-AIDER_KEY_VARIABLES = {
-    "openai/": "OPENAI_API_KEY",
-    "anthropic/": "ANTHROPIC_API_KEY",
-    "claude": "ANTHROPIC_API_KEY",
-    "gemini": "GEMINI_API_KEY",
-    "deepseek": "DEEPSEEK_API_KEY",
-    "openrouter/": "OPENROUTER_API_KEY",
-}
-
-
-def key_variable(config: RuntimeConfig) -> str:
-    """The environment variable that holds a runtime's API key ("" when it needs none)."""
-    if config.api_key_env is not None:
-        return config.api_key_env
-    if config.kind == "aider":
-        model = (config.model or "").lower()
-        found = (v for prefix, v in AIDER_KEY_VARIABLES.items() if model.startswith(prefix))
-        return next(found, "OPENAI_API_KEY")
-    return KEY_VARIABLES.get(config.kind, "")
 
 
 def register(kind: str, factory: RuntimeFactory, probe: ProbeFn | None = None) -> None:

@@ -36,7 +36,6 @@ from typing import Any
 
 from agentrun import procs
 from agentrun.events import Usage
-from agentrun.mcp.servers import ServerSpec
 from agentrun.runtimes import mcp_config
 from agentrun.runtimes.agent_cli import (
     CliHandle,
@@ -62,6 +61,7 @@ from agentrun.runtimes.base import (
     TurnResult,
     out_of_tokens,
 )
+from agentrun.runtimes.mcp.servers import ServerSpec
 
 KEY_VAR = "ANTHROPIC_API_KEY"
 DEFAULT_TOOLS = ("Bash", "Read", "Edit", "Write", "Glob", "Grep")

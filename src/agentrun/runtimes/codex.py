@@ -19,7 +19,7 @@ Codex's ``workspace-write`` sandbox makes everything outside the worktree read-o
 and the build log lives in the main repository's ``.git``: a verb run by the agent
 there queues its report in the session's outbox (``.agentrun/run/outbox/``), and this
 runtime appends it after the turn, validated as if live (DESIGN §6,
-:func:`agentrun.agent.outbox.drain`). The sandbox is left as it is: opening the log
+:func:`agentrun.agent.drain.drain`). The sandbox is left as it is: opening the log
 to the agent would let it write any event, not only its own report.
 
 Every session gets agentrun's MCP server and the user's servers for its role as
@@ -53,7 +53,7 @@ from typing import Any
 import pygit2
 
 from agentrun import procs
-from agentrun.agent.outbox import drain
+from agentrun.agent.drain import drain
 from agentrun.config import RuntimeConfig
 from agentrun.events import Usage
 from agentrun.runtimes import mcp_config

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agentrun.mcp.servers import ServerSpec
+from agentrun.runtimes.mcp.servers import ServerSpec
 
 AGENTRUN = "agentrun"
 # The runtime kinds whose sessions get MCP servers this way (and a prompt that says so).
@@ -105,7 +105,7 @@ def claude_config(servers: tuple[ServerSpec, ...], folder: Path, env: Mapping[st
 def server_environment(server: ServerSpec, env: Mapping[str, str]) -> dict[str, str]:
     """What a user's server started by Claude Code gets: the session's environment less
     Claude Code's provider variables (its key among them), plus the server's own."""
-    from agentrun.runner.environment import matches, provider_patterns
+    from agentrun.environment import matches, provider_patterns
 
     provider = (*provider_patterns("claude", env), "MCP_TIMEOUT", "MCP_TOOL_TIMEOUT")
     kept = {k: v for k, v in env.items() if _NAME.match(k) and not matches(k, provider)}

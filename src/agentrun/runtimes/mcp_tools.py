@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from agentrun import procs
-from agentrun.mcp.client import Client, McpError, Tool
-from agentrun.mcp.servers import ServerSpec
+from agentrun.runtimes.mcp.client import Client, McpError, Tool
+from agentrun.runtimes.mcp.servers import ServerSpec
 from agentrun.runtimes.tool_catalog import ToolResult, ToolSpec
 
 # What both providers accept as a tool's name: OpenAI's functions and Anthropic's tools
@@ -40,8 +40,8 @@ def connect(
     cancel: threading.Event | None = None,
 ) -> Client:
     """Start (``command``) or reach (``url``) one server and initialize it."""
-    from agentrun.mcp.stdio import StdioTransport
-    from agentrun.mcp.streamable import HttpTransport
+    from agentrun.runtimes.mcp.stdio import StdioTransport
+    from agentrun.runtimes.mcp.streamable import HttpTransport
 
     if spec.url is not None:
         transport: StdioTransport | HttpTransport = HttpTransport(

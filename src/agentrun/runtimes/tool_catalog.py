@@ -3,7 +3,7 @@
 The files of the worktree, an optional shell, ``context``, and the agent verbs of
 DESIGN §6 as tools (a phase gets only the verbs that fit it). Each wire adapter wraps a
 :class:`ToolSpec`'s schema in its provider's shape; :mod:`agentrun.runtimes.tools` runs
-the calls and answers a :class:`ToolResult`. ``git agentrun mcp`` (:mod:`agentrun.mcp.server`)
+the calls and answers a :class:`ToolResult`. ``git agentrun mcp`` (:mod:`agentrun.cli.mcp_server`)
 offers the verbs from here too, named as the verbs are, with :meth:`ToolSpec.problem`
 checking the arguments and :func:`report_of` making the verb's report of them.
 """

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from agentrun.config import RuntimeConfig
+from agentrun.environment import key_variable
 from agentrun.errors import RuntimeSetupError
 from agentrun.events import Usage
-from agentrun.mcp.client import McpError
 from agentrun.runtimes import failures
 from agentrun.runtimes.base import (
     ABORTED,
@@ -42,11 +42,11 @@ from agentrun.runtimes.base import (
     TurnResult,
     TurnRuntime,
     halted,
-    key_variable,
     out_of_tokens,
     register,
 )
 from agentrun.runtimes.failures import Failure
+from agentrun.runtimes.mcp.client import McpError
 from agentrun.runtimes.mcp_tools import UserTools
 from agentrun.runtimes.tool_catalog import VERB_TOOLS, ToolResult, tool_specs, verbs_of
 from agentrun.runtimes.tools import Toolbox

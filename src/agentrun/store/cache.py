@@ -17,8 +17,7 @@ from pydantic import ValidationError
 from agentrun import __version__
 from agentrun.errors import UnknownBuildError
 from agentrun.gitrepo import agentrun_dir
-from agentrun.kernel import replay
-from agentrun.kernel.evolve import evolve
+from agentrun.kernel.evolve import evolve, replay
 from agentrun.kernel.state import BuildState
 from agentrun.kernel.summary import summarize
 from agentrun.store.log import EventLog, check_slug

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pygit2
 
-from agentrun import gitcli
+from agentrun import credentials, gitcli
 from agentrun.credentials import without_userinfo
 from agentrun.errors import AgentrunError
 from agentrun.gitrepo import agentrun_dir, common_dir, empty_tree, signature
@@ -69,7 +69,9 @@ def run_git(
     """``git ARGS`` (hardened, see ``gitcli``); ``None`` when it could not be started or ran
     past ``REMOTE_TIMEOUT``. ``base``: the environment to pick from (default: ours)."""
     try:
-        return gitcli.run(args, cwd=cwd, timeout=REMOTE_TIMEOUT, base=base)
+        return gitcli.run(
+            args, cwd=cwd, timeout=REMOTE_TIMEOUT, base=base, credential=credentials.git_config
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
 

@@ -38,11 +38,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentrun.errors import AgentrunError
-from agentrun.forge.base import BRANCH_PREFIX, Access
+from agentrun.forge.base import Access
 from agentrun.forge.gitlab_site import proposal_number, split
 from agentrun.hosted.job import Handler, HostedJob, pushed
 from agentrun.hosted.result import JobResult
 from agentrun.hosted.site import Site, payload_at
+from agentrun.refs import BRANCH_PREFIX
 
 FORGE = "gitlab"
 OUTPUT = "AGENTRUN_OUTPUT"  # a dotenv report the job declares (the example's)

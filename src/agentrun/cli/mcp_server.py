@@ -27,8 +27,13 @@ from typing import Any, BinaryIO, TextIO
 from agentrun import __version__
 from agentrun.errors import AgentrunError
 from agentrun.kernel.verbs import PHASE_VERBS, AgentEnv
-from agentrun.mcp import jsonrpc
-from agentrun.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, PROTOCOL_VERSIONS, RpcError
+from agentrun.runtimes.mcp import jsonrpc
+from agentrun.runtimes.mcp.jsonrpc import (
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    PROTOCOL_VERSIONS,
+    RpcError,
+)
 from agentrun.runtimes.tool_catalog import CONTEXT, REMEMBER, USAGE, VERB_TOOLS, ToolSpec
 
 # The protocol revisions this server speaks, newest first (the lifecycle: the server

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agentrun import __version__
-from agentrun.mcp.jsonrpc import METHOD_NOT_FOUND, PROTOCOL_VERSIONS
+from agentrun.runtimes.mcp.jsonrpc import METHOD_NOT_FOUND, PROTOCOL_VERSIONS
 
 LATEST = PROTOCOL_VERSIONS[0]
 POLL_SECONDS = 0.05

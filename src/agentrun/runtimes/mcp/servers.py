@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from agentrun.config import Config
-from agentrun.runner.environment import matches
+from agentrun.environment import matches
 
 
 @dataclass(frozen=True)

@@ -1,28 +1,14 @@
-"""What the hook reads from a pushed build's own log: its base and its config snapshot."""
+"""What a build's first event says (``build.created``), read without replaying its log:
+its base, its config snapshot. The pre-push hook and the runner's guards read it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import pygit2
 
-from agentrun.errors import AgentrunError, ConfigError
-from agentrun.hook.guards import Rules
-
-
-def snapshot_rules(repo: pygit2.Repository, slug: str, environ: Mapping[str, str]) -> Rules | None:
-    """The guards of the config snapshotted in the build's first event, if it has a log."""
-    from agentrun.errors import MalformedEventError
-    from agentrun.snapshot import read
-
-    created = created_payload(repo, slug)
-    config = getattr(created, "config", None)
-    if not isinstance(config, dict):
-        return None
-    try:
-        return Rules.of(read(config, f"the config of build {slug}"), environ)
-    except (ConfigError, MalformedEventError):
-        return None
+from agentrun.errors import AgentrunError
+from agentrun.gitrepo import WALK_OLDEST_FIRST
+from agentrun.store.archive import archived
+from agentrun.store.log import EventLog
 
 
 def build_base(repo: pygit2.Repository, slug: str) -> str | None:
@@ -33,10 +19,6 @@ def build_base(repo: pygit2.Repository, slug: str) -> str | None:
 
 def created_payload(repo: pygit2.Repository, slug: str) -> object | None:
     """The payload of the build's first event (``build.created``), live or archived."""
-    from agentrun.gitrepo import WALK_OLDEST_FIRST
-    from agentrun.store.archive import archived
-    from agentrun.store.log import EventLog
-
     try:
         # An archived build's log is still there, behind the archive.
         tip = EventLog(repo).tip_oid(slug) or archived(repo).get(slug)

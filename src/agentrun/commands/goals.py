@@ -23,7 +23,7 @@ import pygit2
 
 from agentrun.config import CONFIG_FILE, Config, config_from_data, parse_config
 from agentrun.errors import AgentrunError, ConfigError
-from agentrun.forge.base import BRANCH_PREFIX
+from agentrun.refs import BUILD_BRANCHES
 from agentrun.sanitize import sanitize
 
 TRAILER = "Agentrun-Goal"
@@ -103,7 +103,7 @@ def taken(repo: pygit2.Repository, remote_refs: Mapping[str, str] | None = None)
     from agentrun.store.log import BUILDS, EventLog
 
     slugs = set(EventLog(repo).slugs()) | set(archived(repo))
-    heads = f"refs/heads/{BRANCH_PREFIX}"
+    heads = BUILD_BRANCHES
     slugs |= {name[len(heads) :] for name in repo.references if name.startswith(heads)}
     slugs |= {name[len(BUILDS) :] for name in remote_refs or {} if name.startswith(BUILDS)}
     return slugs
@@ -153,7 +153,7 @@ def create(repo: pygit2.Repository, goal: Goal, config: Config, login: str) -> b
 def check_push(ref: object, before: object, after: object) -> tuple[str, str, str]:
     """A push event's ref and its commits before and after, or one line saying what is
     missing from the payload."""
-    from agentrun.hook.prepush import is_sha
+    from agentrun.refs import is_sha
 
     if not isinstance(ref, str) or not ref.startswith("refs/"):
         raise PushPayloadError(f"the push payload names no ref that was pushed (got {ref!r})")

@@ -16,6 +16,10 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentrun.config import RuntimeConfig
 
 ALLOWED = frozenset(
     {
@@ -49,6 +53,8 @@ CLAUDE_CLOUDS = {
     "CLAUDE_CODE_USE_BEDROCK": ("AWS_*",),
     "CLAUDE_CODE_USE_VERTEX": ("CLOUD_ML_REGION", "VERTEX_REGION_*", "GOOGLE_*", "GCLOUD_*"),
 }
+# The forge tokens: never an agent's, never in git, whatever the config says.
+ALWAYS_SECRET = ("GITHUB_TOKEN", "GH_TOKEN", "GITLAB_TOKEN", "GL_TOKEN", "CI_JOB_TOKEN")
 CREDENTIAL_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
 BIN = "bin"
 
@@ -92,8 +98,6 @@ def session_env(
     (except those in ``keep``: the runtime's own key). ``git_dir``: the repository's
     common git dir, where the agent's verbs read the log and ``git-agentrun`` is linked.
     """
-    from agentrun.secrets import ALWAYS_SECRET
-
     source = os.environ if environ is None else environ
     kept = set(keep)
     removed = (set(secret) | set(ALWAYS_SECRET)) - kept
@@ -133,3 +137,34 @@ def entry_point(git_dir: Path) -> Path:
     partial.chmod(0o755)
     partial.replace(script)
     return folder
+
+
+KEY_VARIABLES = {
+    "claude": "ANTHROPIC_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "codex": "OPENAI_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "aider": "OPENAI_API_KEY",
+}
+
+
+# Aider talks to many providers: its key follows the model's provider prefix.
+AIDER_KEY_VARIABLES = {
+    "openai/": "OPENAI_API_KEY",
+    "anthropic/": "ANTHROPIC_API_KEY",
+    "claude": "ANTHROPIC_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "openrouter/": "OPENROUTER_API_KEY",
+}
+
+
+def key_variable(config: RuntimeConfig) -> str:
+    """The environment variable that holds a runtime's API key ("" when it needs none)."""
+    if config.api_key_env is not None:
+        return config.api_key_env
+    if config.kind == "aider":
+        model = (config.model or "").lower()
+        found = (v for prefix, v in AIDER_KEY_VARIABLES.items() if model.startswith(prefix))
+        return next(found, "OPENAI_API_KEY")
+    return KEY_VARIABLES.get(config.kind, "")

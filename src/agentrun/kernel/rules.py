@@ -198,7 +198,7 @@ def plain_said(rep: VerbReport) -> str:
 
 
 def request(env: AgentEnv, rep: VerbReport) -> dict[str, Any]:
-    """The outbox request a report is queued as (what :func:`agentrun.agent.outbox.drain`
+    """The outbox request a report is queued as (what :func:`agentrun.agent.drain.drain`
     reads back)."""
     return {
         "build": env.build,

@@ -20,8 +20,8 @@ from runner.helpers import VENV_BIN, cli_env, configure, git
 
 from agentrun.commands.build import create_build, run_build
 from agentrun.config import parse_config
+from agentrun.environment import session_env
 from agentrun.errors import ConfigError
-from agentrun.runner.environment import session_env
 from agentrun.runner.prompts import instructions
 
 GITHUB_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0" * 2  # a token's shape, not a real token

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentrun.errors import AgentrunError
-from agentrun.forge.base import BRANCH_PREFIX
 from agentrun.hosted.job import Handler, HostedJob, pushed
 from agentrun.hosted.result import JobResult
 from agentrun.hosted.site import Site, payload_at
+from agentrun.refs import BRANCH_PREFIX
 
 FORGE = "github"
 OUTPUT = "GITHUB_OUTPUT"  # the step's outputs file

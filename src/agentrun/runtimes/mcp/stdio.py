@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO
 
 from agentrun import procs
-from agentrun.mcp.client import Fault, McpError, Message
+from agentrun.runtimes.mcp.client import Fault, McpError, Message
 
 STDERR_LINES = 20
 QUIT_SECONDS = 1.0  # after its input closes, the time a server gets to exit by itself

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from agentrun.cli.table import table
 from agentrun.events import Usage, describe_actor
 from agentrun.forge.base import ProposalInfo
 from agentrun.kernel import approval
@@ -15,6 +14,7 @@ from agentrun.kernel.ladder import rung_spend
 from agentrun.kernel.state import BuildState
 from agentrun.kernel.summary import cost_cell, task_rows, tokens_cell
 from agentrun.store.log import Stored
+from agentrun.view.table import table
 
 if TYPE_CHECKING:
     from agentrun.commands.doctor import Diagnosis

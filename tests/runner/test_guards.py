@@ -12,7 +12,7 @@ from runner.helpers import git
 
 from agentrun.config import parse_config
 from agentrun.errors import ConfigError
-from agentrun.hook.guards import (
+from agentrun.runner.guards import (
     Finding,
     Rules,
     check_commit,

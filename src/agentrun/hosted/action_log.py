@@ -198,7 +198,7 @@ def _report(
 
 def render_summary(result: JobResult, failure: str | None = None) -> str:
     """The step's summary in Markdown: what the build is, where it is, what it cost."""
-    from agentrun.cli.render import cost_text
+    from agentrun.view.render import cost_text
 
     lines = ["### agentrun", ""]
     state = result.build

@@ -19,7 +19,7 @@ import queue
 import threading
 from typing import TYPE_CHECKING, Any
 
-from agentrun.mcp.client import Fault, McpError, Message
+from agentrun.runtimes.mcp.client import Fault, McpError, Message
 from agentrun.runtimes.wire import sse
 
 if TYPE_CHECKING:

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 import pygit2
 
 from agentrun.config import Config
+from agentrun.environment import ALWAYS_SECRET
+from agentrun.errors import ConfigError, MalformedEventError
 from agentrun.kernel.paths import matching_pattern
-from agentrun.secrets import ALWAYS_SECRET, MIN_SECRET_LENGTH, shape_in
+from agentrun.secrets import MIN_SECRET_LENGTH, shape_in
 
 SHOWN = 5  # findings named in one line; the rest are counted
 
@@ -209,3 +211,19 @@ def _lines_in(repo: pygit2.Repository, trees: Sequence[pygit2.Tree], path: str) 
         if isinstance(blob, pygit2.Blob):
             lines.update(bytes(blob.data).decode("utf-8", "replace").splitlines(keepends=True))
     return frozenset(lines)
+
+
+# The rules a pushed or running build is held to: its own config snapshot's.
+def snapshot_rules(repo: pygit2.Repository, slug: str, environ: Mapping[str, str]) -> Rules | None:
+    """The guards of the config snapshotted in the build's first event, if it has a log."""
+    from agentrun.snapshot import read
+    from agentrun.store.created import created_payload
+
+    created = created_payload(repo, slug)
+    config = getattr(created, "config", None)
+    if not isinstance(config, dict):
+        return None
+    try:
+        return Rules.of(read(config, f"the config of build {slug}"), environ)
+    except (ConfigError, MalformedEventError):
+        return None

@@ -1,1 +1,0 @@
-"""The Model Context Protocol: agentrun's verbs as an MCP server, the user's servers for agents."""
