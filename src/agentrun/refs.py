@@ -25,3 +25,8 @@ _SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 def is_sha(text: str) -> bool:
     """Whether ``text`` is a full commit id (SHA-1 or SHA-256)."""
     return bool(_SHA.match(text))
+
+
+def is_zero(sha: str) -> bool:
+    """The all-zero id git gives for a ref that is created or deleted."""
+    return bool(sha) and set(sha) == {"0"}

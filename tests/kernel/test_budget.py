@@ -36,15 +36,8 @@ from agentrun.events import (
     Usage,
 )
 from agentrun.kernel.budget import FirstSession, how_to_price
-from agentrun.kernel.decide import (
-    Publish,
-    RaiseEscalation,
-    RunCheck,
-    RunPhase,
-    Wait,
-    before_first_session,
-    decide,
-)
+from agentrun.kernel.decide import Publish, RaiseEscalation, RunCheck, RunPhase, Wait, decide
+from agentrun.kernel.guard import before_first_session
 from agentrun.kernel.state import ResumableSession, RoleUsage
 
 TESTS = VerifyStep(name="tests", command="pytest -q")

@@ -53,7 +53,8 @@ def hook_pre_push(ctx: click.Context, remote: str | None, url: str | None) -> No
     """
     from pathlib import Path
 
-    from agentrun.hook.prepush import pre_push, read_push
+    from agentrun.hook.prepush import pre_push
+    from agentrun.hook.push import read_push
 
     push = read_push(remote, url, sys.stdin, os.environ)
     result = pre_push(push, Path.cwd(), os.environ)

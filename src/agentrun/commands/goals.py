@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pygit2
 
-from agentrun.config import CONFIG_FILE, Config, config_from_data, parse_config
-from agentrun.errors import AgentrunError, ConfigError
+from agentrun.config import Config
+from agentrun.errors import AgentrunError
 from agentrun.refs import BUILD_BRANCHES
 from agentrun.sanitize import sanitize
 
@@ -107,26 +107,6 @@ def taken(repo: pygit2.Repository, remote_refs: Mapping[str, str] | None = None)
     slugs |= {name[len(heads) :] for name in repo.references if name.startswith(heads)}
     slugs |= {name[len(BUILDS) :] for name in remote_refs or {} if name.startswith(BUILDS)}
     return slugs
-
-
-def config_at(repo: pygit2.Repository, sha: str, forge: str | None = None) -> Config:
-    """The ``.agentrun.toml`` of the goal's own commit (the build's base), with the forge
-    set to ``forge`` when given: the hook and the CI job read the same file."""
-    source = f"{sha[:10]}:{CONFIG_FILE}"
-    try:
-        entry = repo[sha].peel(pygit2.Tree)[CONFIG_FILE]
-    except KeyError:
-        config = Config()
-    else:
-        blob = repo[entry.id]
-        if not isinstance(blob, pygit2.Blob):
-            raise ConfigError(f"{source} is not a file")
-        config = parse_config(blob.data.decode("utf-8", "replace"), source)
-    if forge is None:
-        return config
-    data = config.model_dump(mode="json")
-    data["forge"]["kind"] = forge
-    return config_from_data(data, source)
 
 
 def create(repo: pygit2.Repository, goal: Goal, config: Config, login: str) -> bool:

@@ -14,28 +14,23 @@ from agentrun.config.load import (
     load_config,
     parse_config,
 )
+from agentrun.config.runtimes import BUILTIN_RUNTIMES, Price, RuntimeConfig, RuntimeKind
 from agentrun.config.schema import (
-    BUILTIN_RUNTIMES,
     PHASE_ROLES,
     Budget,
     Candidates,
     Config,
-    FinalizeStep,
     ForgeConfig,
     Isolation,
     Ladder,
     Pipeline,
     Policy,
-    Price,
     Protect,
-    RuntimeConfig,
-    RuntimeKind,
     Secrets,
-    SetupStep,
     StateLabels,
     SyncConfig,
-    VerifyStep,
 )
+from agentrun.config.steps import FinalizeStep, SetupStep, VerifyStep
 
 __all__ = [
     "BUILTIN_RUNTIMES",

@@ -11,7 +11,16 @@ import fnmatch
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from agentrun.config.base import ENV_NAME, PATTERN, Table
+from agentrun.config.mcp import McpConfig
+from agentrun.config.runtimes import (
+    BUILTIN_RUNTIMES,
+    Price,
+    RuntimeConfig,
+)
+from agentrun.config.steps import FinalizeStep, SetupStep, VerifyStep
 
 PHASE_ROLES = (
     "plan",
@@ -23,86 +32,9 @@ PHASE_ROLES = (
     "reconcile",
     "select",
 )
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PATTERN = re.compile(r"^[A-Za-z0-9_*?\[\]!]+$")
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-RuntimeKind = Literal["script", "command", "claude", "codex", "aider", "openai", "anthropic"]
-BUILTIN_RUNTIMES: tuple[RuntimeKind, ...] = ("claude", "codex", "aider", "openai", "anthropic")
-# The output tokens one model response may take, unless ``max_output_tokens`` says: what
-# the API runtimes send as the request's cap, and Claude Code's own default
-# (CLAUDE_CODE_MAX_OUTPUT_TOKENS); for Codex and aider, which set no cap of their own, a
-# response of today's models at its common largest. ``script`` and ``command`` agents
-# are programs, not one model: their output is not capped. A role's first session is
-# estimated at its prompt plus this (DESIGN §4).
-DEFAULT_MAX_OUTPUT_TOKENS: dict[RuntimeKind, int] = {
-    "anthropic": 8192,
-    "openai": 16384,
-    "claude": 32000,
-    "codex": 32000,
-    "aider": 8192,
-    "script": 0,
-    "command": 0,
-}
-
-
-class RuntimeConfig(_Model):
-    """One named runtime (DESIGN §7).
-
-    ``script`` plays a scripted agent; ``command`` runs any program; ``claude``,
-    ``codex`` and ``aider`` run those CLIs; ``openai`` (any OpenAI-compatible
-    chat-completions endpoint) and ``anthropic`` talk to model APIs over HTTP.
-    The built-in kinds may be named in ``roles`` without a table of their own.
-    """
-
-    kind: RuntimeKind
-    script: str | None = None
-    command: tuple[str, ...] | None = None
-    prompt: Literal["stdin", "arg"] = "stdin"
-    env: dict[str, str] = Field(default_factory=dict)
-    model: str | None = None
-    binary: str | None = None
-    base_url: str | None = None
-    api_key_env: str | None = None
-    allowed_tools: tuple[str, ...] = ()
-    extra_args: tuple[str, ...] = ()
-    shell: bool = False
-    max_retries: int = Field(default=3, ge=0)
-    request_timeout_seconds: float = Field(default=300, gt=0)
-    max_output_tokens: int | None = Field(default=None, gt=0)  # per model response
-    pass_env: tuple[str, ...] = ()  # more variables (fnmatch patterns) for this runtime
-
-    @model_validator(mode="after")
-    def _needs_its_input(self) -> RuntimeConfig:
-        if self.kind == "script" and not self.script:
-            raise ValueError('a script runtime needs `script = "path/to/script.toml"`')
-        if self.kind == "command" and not self.command:
-            raise ValueError('a command runtime needs `command = ["program", "arg", ...]`')
-        return self
-
-    @property
-    def output_cap(self) -> int:
-        """The output tokens one model response may take: ``max_output_tokens``, else the
-        kind's default (DEFAULT_MAX_OUTPUT_TOKENS)."""
-        return self.max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS[self.kind]
-
-
-class Price(_Model):
-    """US dollars per million tokens: input billed at the full rate, output, and input read
-    from or written to a prompt cache. A cache rate left out is priced as
-    ``agentrun.prices.cost_of`` says (never below what a provider charges)."""
-
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
-    cache_read: float | None = Field(default=None, ge=0)
-    cache_write: float | None = Field(default=None, ge=0)
-
-
-class Budget(_Model):
+class Budget(Table):
     """Hard limits per build; crossing one parks the build with a policy escalation."""
 
     max_tokens: int | None = Field(default=None, gt=0)
@@ -110,7 +42,7 @@ class Budget(_Model):
     max_wall_minutes: float | None = Field(default=None, gt=0)
 
 
-class Policy(_Model):
+class Policy(Table):
     max_phase_attempts: int = Field(default=2, ge=1)
     max_review_rounds: int = Field(default=3, ge=1)
     # Agent sessions at once: of one build's tasks, and of all builds of the repository
@@ -126,12 +58,12 @@ class Policy(_Model):
     plan_approval: Literal["agent", "human"] = "agent"
 
 
-class Pipeline(_Model):
+class Pipeline(Table):
     plan_review: bool = True
     code_review: bool = True
 
 
-class Candidates(_Model):
+class Candidates(Table):
     """Best of N: each implement round runs N candidates side by side, and one goes on.
 
     ``implement``: the runtimes, one candidate each (entries as in ``[roles]``); or
@@ -152,7 +84,7 @@ class Candidates(_Model):
         return self
 
 
-class Ladder(_Model):
+class Ladder(Table):
     """A role's model ladder: its sessions run on the cheapest rung first and climb to the
     next after ``climb_after`` failed rounds (or when a phase runs out of attempts).
 
@@ -176,53 +108,7 @@ class Ladder(_Model):
         return rungs
 
 
-class VerifyStep(_Model):
-    """A deterministic ``command`` run in the worktree, or an ``agent`` verify (a role name)."""
-
-    name: str
-    command: str | None = None
-    agent: str | None = None
-    paths: tuple[str, ...] = ()
-    pass_env: tuple[str, ...] = ()  # more variables (fnmatch patterns) for this step
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> VerifyStep:
-        if (self.command is None) == (self.agent is None):
-            raise ValueError(f"step {self.name!r} needs exactly one of `command` or `agent`")
-        if not (self.command or self.agent or "").strip():
-            raise ValueError(f"step {self.name!r} has an empty `command` or `agent`")
-        return self
-
-    @field_validator("name")
-    @classmethod
-    def _plain_name(cls, value: str) -> str:
-        if not value or any(c in value for c in " /@:\t\n"):
-            raise ValueError("a step name must be a plain word (no spaces, '/', '@' or ':')")
-        return value
-
-
-class FinalizeStep(VerifyStep):
-    """Failure-tolerant: a failure is recorded as an observation, never turns a build red."""
-
-
-class SetupStep(_Model):
-    """A command that prepares each build worktree (dependencies, a virtualenv): run before
-    the first session or check there, and again when a file ``inputs`` matches changed."""
-
-    command: str | tuple[str, ...] | None = None  # a string runs in bash, a list as is
-    timeout_seconds: float = Field(default=1800, gt=0)
-    inputs: tuple[str, ...] = ()  # gitignore-style patterns: "requirements*.txt", ...
-    pass_env: tuple[str, ...] = ()
-
-    @field_validator("command")
-    @classmethod
-    def _something(cls, value: str | tuple[str, ...] | None) -> str | tuple[str, ...] | None:
-        if value is not None and not (value if isinstance(value, str) else "".join(value)).strip():
-            raise ValueError("the setup command is empty: leave it out, or say what to run")
-        return value
-
-
-class StateLabels(_Model):
+class StateLabels(Table):
     """The labels that show a build's state on its issue and proposal (hosted forges)."""
 
     running: str = "agentrun:running"
@@ -231,7 +117,7 @@ class StateLabels(_Model):
     failed: str = "agentrun:failed"
 
 
-class ForgeConfig(_Model):
+class ForgeConfig(Table):
     """Where proposals go: ``auto`` picks the forge of ``origin``'s host, else ``local``."""
 
     kind: Literal["auto", "local", "github", "gitlab"] = "auto"
@@ -255,13 +141,13 @@ class ForgeConfig(_Model):
         return value
 
 
-class SyncConfig(_Model):
+class SyncConfig(Table):
     """With ``remote`` set, the runner claims builds there and syncs at every phase boundary."""
 
     remote: str | None = None
 
 
-class Protect(_Model):
+class Protect(Table):
     """Paths agents may not change (glob patterns, as in verify ``paths``).
 
     Enforced before every phase commit and by the pre-push hook on build branches.
@@ -277,7 +163,7 @@ class Protect(_Model):
         return value
 
 
-class Secrets(_Model):
+class Secrets(Table):
     """Environment variables whose values must never be committed (besides known token shapes)."""
 
     env: tuple[str, ...] = ()
@@ -285,7 +171,7 @@ class Secrets(_Model):
     @field_validator("env")
     @classmethod
     def _names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        bad = [name for name in value if not _ENV_NAME.match(name)]
+        bad = [name for name in value if not ENV_NAME.match(name)]
         if bad:
             raise ValueError(
                 f"{bad[0]!r} is not an environment variable name (letters, digits and '_')"
@@ -293,7 +179,7 @@ class Secrets(_Model):
         return value
 
 
-class Isolation(_Model):
+class Isolation(Table):
     """How agents (and the checks that run their code) are kept from the runner's secrets.
 
     ``auto``: the strongest level this machine allows under GitHub Actions or GitLab CI,
@@ -312,94 +198,13 @@ class Isolation(_Model):
         return value
 
 
-class MemoryConfig(_Model):
+class MemoryConfig(Table):
     """Memory across builds: at most ``max_chars`` characters of accepted facts in a prompt."""
 
     max_chars: int = Field(default=4000, ge=0)
 
 
-_SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
-
-
-class McpServer(_Model):
-    """One MCP server the user's agents may call (``[mcp.servers.NAME]``).
-
-    Either a program started over stdio (``command`` and ``args``; ``env`` set as written,
-    ``pass_env`` copied from the runner's environment, scrubbed like every credential), or a
-    streamable-HTTP server at ``url``. ``timeout_seconds`` bounds its start and each call.
-    """
-
-    command: str | None = None
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = Field(default_factory=dict)
-    pass_env: tuple[str, ...] = ()
-    url: str | None = None
-    timeout_seconds: float = Field(default=60, gt=0)
-
-    @field_validator("command", mode="before")
-    @classmethod
-    def _program_alone(cls, value: object) -> object:
-        if isinstance(value, list):
-            raise ValueError(
-                "`command` is the program alone (a string); its arguments go in `args`"
-            )
-        return value
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> McpServer:
-        if (self.command is None) == (self.url is None):
-            raise ValueError(
-                'a server is `command = "program"` (stdio) or `url = "https://…"` '
-                "(streamable HTTP): exactly one"
-            )
-        if self.url is not None:
-            if self.args or self.env or self.pass_env:
-                raise ValueError("`args`, `env` and `pass_env` are for a `command` server")
-            if not re.match(r"^https?://", self.url):
-                raise ValueError(f"{self.url!r} is not an http:// or https:// URL")
-        for name in self.env:
-            if not _ENV_NAME.match(name):
-                raise ValueError(
-                    f"env: {name!r} is not an environment variable name (letters, digits, '_')"
-                )
-        return self
-
-
-class McpConfig(_Model):
-    """The user's MCP servers, and which roles get which (``[mcp.roles]``; a role without
-    an entry takes ``default``'s; with no ``[mcp.roles]`` at all every role gets every
-    server). ``agentrun`` is the name of agentrun's own server and cannot be reused."""
-
-    servers: dict[str, McpServer] = Field(default_factory=dict)
-    roles: dict[str, tuple[str, ...]] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _names(self) -> McpConfig:
-        for name in self.servers:
-            if name == "agentrun":
-                raise ValueError(
-                    "servers.agentrun: 'agentrun' is reserved for agentrun's own server; "
-                    "give yours another name"
-                )
-            if not _SERVER_NAME.match(name):
-                raise ValueError(f"servers.{name}: a server name is letters, digits, '_' and '-'")
-        for role, names in self.roles.items():
-            unknown = [n for n in names if n not in self.servers]
-            if unknown:
-                raise ValueError(
-                    f"roles.{role}: {unknown[0]!r} is not a server of [mcp.servers]"
-                    + (f" ({', '.join(sorted(self.servers))})" if self.servers else "")
-                )
-        return self
-
-    def servers_for(self, role: str) -> tuple[str, ...]:
-        """The names of the servers a role's sessions get, in the order configured."""
-        if not self.roles:
-            return tuple(self.servers)
-        return self.roles.get(role, self.roles.get("default", ()))
-
-
-class Config(_Model):
+class Config(Table):
     roles: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     runtimes: dict[str, RuntimeConfig] = Field(default_factory=dict)
     policy: Policy = Policy()
@@ -449,7 +254,7 @@ class Config(_Model):
         guarded |= {n: "named in [secrets] env" for n in self.secrets.env}
         for where, patterns in owned:
             for pattern in patterns:
-                if not _PATTERN.match(pattern):
+                if not PATTERN.match(pattern):
                     raise ValueError(
                         f"{where}.pass_env: {pattern!r} is not a variable name or pattern "
                         "(letters, digits, '_' and the wildcards * ? [...])"

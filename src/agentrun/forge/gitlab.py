@@ -56,6 +56,7 @@ from agentrun.forge.gitlab_site import (
     ref,
     split,
 )
+from agentrun.forge.gitlab_users import Users
 
 if TYPE_CHECKING:
     from gitlab.v4.objects import Project
@@ -92,7 +93,7 @@ class GitLabForge:
         self.project: Project = self.gl.projects.get(self.path, lazy=True)
         self._project_id: int | None = None
         self._status_ids: dict[tuple[int, str], int] = {}
-        self._users: dict[str, tuple[int, bool] | None] = {}
+        self.users = Users(self.gl, self._errors)
 
     # --- the Forge protocol ------------------------------------------------
 
@@ -157,7 +158,7 @@ class GitLabForge:
         with self._errors(f"update the status note on {ref(number)}"):
             known = self._status_ids.get(key)
             if known is None:
-                me = self._me()
+                me = self.users.me()
                 for old in self._notes(kind, iid):
                     mine = username(old.get("author")) == me
                     if mine and str(old.get("body") or "").split("\n", 1)[0] == first:
@@ -217,7 +218,7 @@ class GitLabForge:
         or no such user, is ``none``."""
         from agentrun.forge.gitlab_http import status_of
 
-        user_id = self._user_id(login)
+        user_id = self.users.id_of(login)
         if user_id is None:
             return Access.NONE
         try:
@@ -270,7 +271,7 @@ class GitLabForge:
 
     def request_review(self, number: int, login: str) -> None:
         iid = self._iid(number, "request a review of")
-        user_id = self._user_id(login)
+        user_id = self.users.id_of(login)
         if user_id is None:
             raise ForgeError(f"gitlab: cannot ask {login} to review !{iid}: no such user")
         with self._errors(f"request a review of !{iid} from {login}"):
@@ -365,30 +366,7 @@ class GitLabForge:
 
     def is_bot(self, login: str) -> bool:
         """A project's, group's or service account's bot user (GitLab's ``bot`` flag)."""
-        found = self._user(login)
-        return found is not None and found[1]
-
-    def _user_id(self, login: str) -> int | None:
-        found = self._user(login)
-        return None if found is None else found[0]
-
-    def _user(self, login: str) -> tuple[int, bool] | None:
-        """The id of the account named ``login`` (GitLab's usernames ignore case), and
-        whether it is a bot."""
-        if login not in self._users:
-            with self._errors(f"find the user {login}"):
-                found = self.gl.users.list(username=login, get_all=False)
-            users = [u for u in found if str(u.username).lower() == login.lower()]
-            self._users[login] = (
-                (int(users[0].id), bool(users[0].attributes.get("bot"))) if users else None
-            )
-        return self._users[login]
-
-    def _me(self) -> str:
-        """The username of the token's owner (``GET /user``, once)."""
-        if self.gl.user is None:
-            self.gl.auth()
-        return str(self.gl.user.username) if self.gl.user is not None else ""
+        return self.users.is_bot(login)
 
     def _numeric_id(self) -> int:
         """The project's numeric id (the award emoji endpoints take no path)."""

@@ -1,6 +1,8 @@
 """The pre-push hook (DESIGN §9): guards over the commits going to build branches.
 
-``guards`` holds the two rules (protected paths, secrets), which the runner also
-applies before every phase commit; ``prepush`` is the hook's work; ``install`` puts the
-shell shim (``templates/pre-push``) into the repository's hooks folder.
+``push`` reads what git (or pre-commit) hands the hook; ``prepush`` is the hook's work:
+the guards (``runner.guards``: protected paths, secrets, the rules the runner applies
+before every phase commit too), the goals a push carries (``commands.goals``), and the
+builds' refs pushed along; ``install`` puts the shell shim (``templates/pre-push``) into
+the repository's hooks folder.
 """

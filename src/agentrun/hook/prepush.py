@@ -1,5 +1,5 @@
 """The pre-push hook's work (DESIGN §2, §9): guard the commits going to build branches,
-start the builds that pushed ``Agentrun-Goal`` trailers ask for (``hook.goals``), then
+start the builds that pushed ``Agentrun-Goal`` trailers ask for (``commands.goals``), then
 push those builds' logs and the notes along.
 
 git runs ``hooks/pre-push`` with the remote's name and URL as arguments and one line per
@@ -17,10 +17,11 @@ import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 from agentrun.errors import AgentrunError, ConfigError
-from agentrun.refs import BUILD_BRANCHES, carries_goals, is_sha
+from agentrun.hook.push import HookInputError, Push, Update
+from agentrun.refs import carries_goals, is_zero
 
 if TYPE_CHECKING:
     import pygit2
@@ -29,103 +30,12 @@ if TYPE_CHECKING:
     from agentrun.runner.guards import Rules
 
 
-class HookInputError(AgentrunError):
-    """What the hook was handed is not what git gives a pre-push hook."""
-
-
-@dataclass(frozen=True)
-class Update:
-    """One ref the push updates, as git describes it to the hook."""
-
-    local_ref: str
-    local_sha: str  # "" (pre-commit only): resolve ``local_ref``
-    remote_ref: str
-    remote_sha: str
-
-    @property
-    def deleted(self) -> bool:
-        return _zero(self.local_sha)
-
-    @property
-    def build(self) -> str | None:
-        """The build branch's name after ``agentrun/`` (the remote side names it first)."""
-        for ref in (self.remote_ref, self.local_ref):
-            if ref.startswith(BUILD_BRANCHES):
-                return ref[len(BUILD_BRANCHES) :]
-        return None
-
-
-@dataclass(frozen=True)
-class Push:
-    remote: str
-    url: str
-    updates: tuple[Update, ...]
-
-
 @dataclass
 class Result:
     """What to tell the user (on stderr), and whether the push is refused."""
 
     lines: list[str] = field(default_factory=list)
     refused: bool = False
-
-
-def parse_updates(text: str) -> tuple[Update, ...]:
-    """git's pre-push input; a line that is not four fields with two object ids is refused."""
-    updates = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        # The local ref is "supplied as it was originally given": split from the right.
-        parts = line.rsplit(maxsplit=3)
-        if len(parts) != 4 or not (is_sha(parts[1]) and is_sha(parts[3])):
-            raise HookInputError(
-                f"line {number} of the pre-push input is not `<local ref> <local sha> "
-                f"<remote ref> <remote sha>`: {line[:200]!r}"
-            )
-        updates.append(Update(*parts))
-    return tuple(updates)
-
-
-def read_push(
-    remote: str | None, url: str | None, stdin: TextIO, environ: Mapping[str, str]
-) -> Push:
-    """What is being pushed where: git's arguments and input, or pre-commit's variables."""
-    if remote is None:
-        return _precommit_push(environ)
-    if stdin.isatty():
-        raise HookInputError(
-            "`git agentrun hook pre-push` reads the pushed refs that git writes to a "
-            "pre-push hook's standard input; install the hook with `git agentrun hook install`"
-        )
-    return Push(remote, url or remote, parse_updates(stdin.read()))
-
-
-def _precommit_push(environ: Mapping[str, str]) -> Push:
-    names = ("PRE_COMMIT_REMOTE_NAME", "PRE_COMMIT_LOCAL_BRANCH", "PRE_COMMIT_REMOTE_BRANCH")
-    if not environ.get("PRE_COMMIT"):
-        raise HookInputError(
-            "`git agentrun hook pre-push REMOTE URL` is run by git's pre-push hook "
-            "(`git agentrun hook install`) or by pre-commit's pre-push stage"
-        )
-    if not all(environ.get(name) for name in names):
-        # `pre-commit run --hook-stage pre-push` outside a push: there is nothing to check.
-        return Push("", "", ())
-    # pre-commit passes one ref: FROM_REF is what the remote has (or the parent of the
-    # first commit it lacks); TO_REF is unset when the push brings a root commit.
-    local_sha = environ.get("PRE_COMMIT_TO_REF", "")
-    from_ref = environ.get("PRE_COMMIT_FROM_REF", "")
-    for sha in (local_sha, from_ref):
-        if sha and not is_sha(sha):
-            raise HookInputError(f"pre-commit passed {sha!r} where an object id belongs")
-    update = Update(
-        environ["PRE_COMMIT_LOCAL_BRANCH"],
-        local_sha,
-        environ["PRE_COMMIT_REMOTE_BRANCH"],
-        from_ref or "0" * 40,
-    )
-    remote = environ["PRE_COMMIT_REMOTE_NAME"]
-    return Push(remote, environ.get("PRE_COMMIT_REMOTE_URL") or remote, (update,))
 
 
 def pre_push(push: Push, cwd: Path, environ: Mapping[str, str]) -> Result:
@@ -203,14 +113,15 @@ def start_goals(
     """Create a build for each goal of the commits these updates bring (once per
     commit and goal); no agent runs here. A goal whose build exists here but not on the
     remote (a push that was refused) has its log pushed again."""
-    from agentrun.commands.goals import config_at, create, goals_in, taken
+    from agentrun.commands.config_at import config_at
+    from agentrun.commands.goals import create, goals_in, taken
     from agentrun.gitrepo import user_login
     from agentrun.store.log import build_ref
 
     started = Started()
     known = taken(repo, remote_refs)
     for update in heads:
-        hide = [update.remote_sha] if not _zero(update.remote_sha) else []
+        hide = [update.remote_sha] if not is_zero(update.remote_sha) else []
         tip = update.local_sha or update.local_ref
         branch = update.remote_ref.removeprefix("refs/heads/")
         hide += [f"--remotes={remote}"] if remote else []
@@ -301,7 +212,7 @@ def pushed_commits(
         known += [sha for sha in [build_base(repo, update.build)] if sha]
     walker = repo.walk(tip.id, WALK_NEWEST_FIRST)
     for sha in dict.fromkeys(known):
-        commit = _commit(repo, sha) if sha and not _zero(sha) else None
+        commit = _commit(repo, sha) if sha and not is_zero(sha) else None
         if commit is not None:
             walker.hide(commit.id)
     return [c for c in walker if isinstance(c, pygit2.Commit)]
@@ -448,10 +359,6 @@ def _descends(repo: pygit2.Repository, ours: str, theirs: str) -> bool:
     if _commit(repo, theirs) is None:
         return False
     return bool(repo.descendant_of(ours, theirs))
-
-
-def _zero(sha: str) -> bool:
-    return bool(sha) and set(sha) == {"0"}
 
 
 def _and(items: Iterable[str]) -> str:

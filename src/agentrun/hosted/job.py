@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pygit2
 
 from agentrun import secrets
-from agentrun.config import CONFIG_FILE, Config, config_from_data, parse_config
-from agentrun.errors import AgentrunError, ConfigError, ForgeError, LeaseHeldError
+from agentrun.commands.config_at import config_at
+from agentrun.config import CONFIG_FILE, Config
+from agentrun.errors import AgentrunError, ForgeError, LeaseHeldError
 from agentrun.forge.base import HostedForge
+from agentrun.hosted.closing import finish, finish_closed
 from agentrun.hosted.result import JobResult
 from agentrun.hosted.site import Site
 from agentrun.hosted.steering import Steering
@@ -39,7 +40,7 @@ from agentrun.store.cache import StateCache, load_state
 from agentrun.store.log import EventLog
 
 if TYPE_CHECKING:
-    from agentrun.commands.goals import Goal
+    pass
 
 TITLE_LIMIT = 300
 PUSHES = 3  # tries to push what a job appended while others push too
@@ -102,72 +103,10 @@ class HostedJob:
 
     def pushed(self, ref: str, before: str, after: str) -> JobResult:
         """``ref`` was pushed from ``before`` to ``after``: a build per ``Agentrun-Goal`` of
-        the commits it gained (once per commit and goal: the hook's, or another job's,
-        counts), then every one of them runs here."""
-        from agentrun.commands.goals import TRAILER, goals_in
-        from agentrun.refs import carries_goals
+        the commits it gained, and each runs here (``hosted.goals``)."""
+        from agentrun.hosted.goals import run_goals
 
-        branch = ref.removeprefix("refs/heads/")
-        if not carries_goals(ref):
-            return self.say(f"ignored: a push to {ref} starts no build (only branches do)")
-        if set(after) == {"0"}:
-            return self.say(f"ignored: {branch} was deleted")
-        if after not in self.repo:
-            raise AgentrunError(
-                f"commit {after[:10]} of the push is not in this checkout: check out the "
-                "pushed commit with its history (`fetch-depth: 0`)"
-            )
-        self.pull()
-        hide = self._pushed_before(branch, before)
-        goals = goals_in(Path(self.repo.path), branch, [after], hide)
-        if not goals:
-            return self.say(f"no {TRAILER} trailer in the commits pushed to {branch}")
-        slugs = [self._goal_build(goal) for goal in goals]
-        for slug in dict.fromkeys(slugs):
-            if slug in self.log.slugs():
-                self.run(slug)
-        return self.result
-
-    def _pushed_before(self, branch: str, before: str) -> list[str]:
-        """What the remote had before the push: ``before``, or for a new branch (or one
-        whose old tip is gone) every other branch of the remote, fetched now."""
-        from agentrun.store.transport import Remote
-
-        if set(before) != {"0"} and before in self.repo:
-            return [before]
-        heads = f"refs/remotes/{self.remote}/"
-        Remote(self.repo, self.remote).git(
-            "fetch", "--no-tags", "--quiet", self.remote, f"+refs/heads/*:{heads}*"
-        )
-        # --exclude's pattern is relative to what --remotes lists (refs/remotes/).
-        return [f"--exclude={self.remote}/{branch}", f"--remotes={self.remote}"]
-
-    def _goal_build(self, goal: Goal) -> str:
-        """The goal's build: created here and on the remote unless it exists (the remote's
-        wins a race); its slug."""
-        from agentrun.commands.goals import config_at, create, taken
-        from agentrun.store.log import build_ref
-        from agentrun.store.transport import RefUpdate, Remote
-
-        slug = goal.slug
-        if slug in taken(self.repo):
-            self.say(f"build {slug} exists for the goal of commit {goal.commit[:10]}")
-            return slug
-        config = config_at(self.repo, goal.commit, self.site.kind)
-        secrets.remember_config(config, os.environ)
-        if not create(self.repo, goal, config, self.site.kind):
-            return slug
-        tip = self.log.tip_oid(slug)
-        done = Remote(self.repo, self.remote).push([RefUpdate(build_ref(slug), str(tip), None)])
-        if done is None or done.returncode != 0:
-            self.repo.references.delete(build_ref(slug))
-            self.pull()
-            if slug not in self.log.slugs():
-                why = (done.stderr.strip() if done else "") or "no answer"
-                raise AgentrunError(f"could not create build {slug} on {self.remote}: {why}")
-            return slug
-        self.say(goal.line("running it here").removeprefix("agentrun: "))
-        return slug
+        return run_goals(self, ref, before, after)
 
     def steer_issue(self, number: int, is_proposal: bool) -> JobResult:
         """A comment on issue or proposal ``number``: steer the build it belongs to."""
@@ -201,7 +140,7 @@ class HostedJob:
             return self.say(
                 f"{self.site.proposal(number)} is not an agentrun build's; nothing to do"
             )
-        self._finish(state, number, merged, login or self.site.kind)
+        finish(self, state, number, merged, login or self.site.kind)
         return self.result
 
     def sweep(self) -> JobResult:
@@ -209,7 +148,7 @@ class HostedJob:
         from agentrun.commands.sweep import sweep
 
         self.pull()
-        moved = self._finish_closed()
+        moved = finish_closed(self)
         steerable = [s for s in self.states() if s.issue is not None and _open(s)]
         self.steering.prefetch(steerable)
         for state in steerable:
@@ -235,46 +174,6 @@ class HostedJob:
         for state in heads:
             self.run(state.slug)
         return self.result
-
-    # --- closing: merged or closed proposals archive their builds ------------------------
-
-    def _finish(self, state: BuildState, number: int, merged: bool, login: str) -> bool:
-        """Record the close and archive the build, unless a runner is executing it now."""
-        from agentrun.commands.pulls import finish_build
-
-        holder = self.holder(state.slug, live=True)
-        if holder is not None:
-            self.say(
-                f"build {state.slug}: {self.site.proposal(number)} was closed while {holder} runs "
-                "it; the next sweep archives it"
-            )
-            return False
-        finish_build(self.repo, state.slug, number, merged, login)
-        self.push()
-        word = "merged" if merged else "closed"
-        self.result.slug, self.result.state = state.slug, word
-        self.result.pr_url = state.proposal.url if state.proposal else ""
-        self.say(
-            f"build {state.slug}: {self.site.proposal(number)} was {word}; the build is archived"
-        )
-        return True
-
-    def _finish_closed(self) -> bool:
-        """Archive the builds whose proposal was merged or closed since the last job."""
-        archived_any = False
-        for state in self.states():
-            number = self.steering.proposal(state)
-            if number is None or state.proposal is None or state.proposal.closed:
-                continue
-            try:
-                info = self.forge.get(number)
-            except ForgeError as exc:
-                self.say(f"build {state.slug}: cannot read {self.site.proposal(number)}: {exc}")
-                continue
-            if info.state != "open":
-                merged = info.state == "merged"
-                archived_any = self._finish(state, number, merged, self.site.kind) or archived_any
-        return archived_any
 
     def _steer(self, state: BuildState) -> None:
         """Steer one build; push what that appended, so it stays when the job runs nothing."""
@@ -439,23 +338,14 @@ class HostedJob:
         forge set to the site's: a build started here publishes there."""
         if self._config is None:
             branch, sha = self.base()
-            source = f"{branch}:{self.config_path}"
-            try:
-                entry = self.repo[sha].peel(pygit2.Tree)[self.config_path]
-            except KeyError:
-                if self.config_path != CONFIG_FILE:
-                    raise ConfigError(f"there is no {self.config_path} on {branch}") from None
-                config = Config()
-            else:
-                blob = self.repo[entry.id]
-                if not isinstance(blob, pygit2.Blob):
-                    raise ConfigError(f"{source} is not a file")
-                config = parse_config(blob.data.decode("utf-8", "replace"), source)
-            data = config.model_dump(mode="json")
-            data["forge"]["kind"] = self.site.kind
-            if self.label:
-                data["forge"]["label"] = self.label
-            self._config = config_from_data(data, source)
+            self._config = config_at(
+                self.repo,
+                sha,
+                path=self.config_path,
+                where=branch,
+                forge=self.site.kind,
+                label=self.label,
+            )
             # Issue text, comments and reviews may quote a secret: scrubbed before written.
             secrets.remember_config(self._config, os.environ)
         return self._config

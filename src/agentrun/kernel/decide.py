@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from agentrun.config import FinalizeStep, VerifyStep
 from agentrun.kernel import approval, gate, ladder, tasks
-from agentrun.kernel.budget import FirstSession, over_budget
 from agentrun.kernel.decisions import (
     Acknowledge,
     AwaitChecks,
@@ -33,6 +32,7 @@ from agentrun.kernel.decisions import (
     Wait,
     Work,
 )
+from agentrun.kernel.guard import clip, escalate, guard, interruption_limit, next_escalation_id
 from agentrun.kernel.paths import any_matches
 from agentrun.kernel.state import BuildState, attempt_key
 
@@ -61,11 +61,8 @@ __all__ = [
     "StartTask",
     "Wait",
     "Work",
-    "before_first_session",
     "decide",
     "decide_task",
-    "interruption_limit",
-    "next_escalation_id",
 ]
 
 
@@ -94,7 +91,7 @@ def decide(s: BuildState) -> Decision:
     if s.setup_permanent or s.setup_failures >= s.config.policy.max_phase_attempts:
         return Fail(f"the runner could not set up the build: {s.reason}")
     if _empty(s):
-        return _escalate(
+        return escalate(
             s,
             "implement",
             s.impl_round,
@@ -113,7 +110,7 @@ def decide(s: BuildState) -> Decision:
         # Before the round limit: a stall says what keeps failing and what it cost.
         question = ladder.stalled(s)
         if question is not None:
-            return _escalate(s, "implement", s.impl_round, "stall", question)
+            return escalate(s, "implement", s.impl_round, "stall", question)
     limit = _round_limit(s)
     if limit is not None:
         return limit
@@ -122,7 +119,7 @@ def decide(s: BuildState) -> Decision:
         return Wait("complete")  # a task is done when it passed; only the build completes
     if not isinstance(work, RunPhase | RunCheck | RunAgentVerify | RunFinalizeStep):
         return work
-    return _guard(s, work)
+    return guard(s, work)
 
 
 def decide_task(s: BuildState, task: str) -> Decision:
@@ -209,13 +206,13 @@ def _round_limit(s: BuildState) -> RaiseEscalation | None:
     else:
         return None
     last = s.feedback[-1] if s.feedback else "(no feedback)"
-    return _escalate(
+    return escalate(
         s,
         phase,
         round_,
         "round-limit",
         f"{phase} reached its limit of {limit} rounds without approval. Latest feedback: "
-        f"{_clip(last)} -- answer to allow more rounds, with any guidance, or abort the build.",
+        f"{clip(last)} -- answer to allow more rounds, with any guidance, or abort the build.",
     )
 
 
@@ -261,7 +258,7 @@ def _checks(s: BuildState) -> AwaitChecks | RaiseEscalation | None:
     if verdict.passed:
         return None
     if gate.timed_out(s, seen, verdict):
-        return _escalate(s, "checks", s.impl_round, "checks-timeout", gate.question(s, verdict))
+        return escalate(s, "checks", s.impl_round, "checks-timeout", gate.question(s, verdict))
     # A failed check started the next round in the fold; here only the wait remains.
     return AwaitChecks(sha=s.head, deadline=gate.deadline(s) if verdict.missing else None)
 
@@ -303,15 +300,6 @@ def _verify_step(s: BuildState, step: VerifyStep) -> Decision:
     )
 
 
-def interruption_limit(s: BuildState) -> int:
-    """How often one phase may be cut short (Ctrl-C, a dead runner) before a human looks.
-
-    Interruptions are not the phase's fault and do not use up its attempts, but a phase
-    that keeps killing its runner must not loop for ever.
-    """
-    return s.config.policy.max_phase_attempts + 2
-
-
 def _finalize_step(s: BuildState, step: FinalizeStep, last: bool) -> RunFinalizeStep:
     phase = f"finalize:{step.name}"
     cut = s.interruptions.get(attempt_key(phase, s.impl_round), 0)
@@ -324,119 +312,3 @@ def _finalize_step(s: BuildState, step: FinalizeStep, last: bool) -> RunFinalize
         # Finalize never parks a build: a step that keeps being cut short is recorded failed.
         give_up=cut >= interruption_limit(s),
     )
-
-
-def _work_phase(work: Work) -> str:
-    if isinstance(work, RunPhase):
-        return work.phase
-    if isinstance(work, RunFinalizeStep):
-        return f"finalize:{work.step}"
-    return f"verify:{work.step}"
-
-
-def _role(work: Work) -> str | None:
-    """The role whose session the work starts (None: a command, no tokens spent)."""
-    if isinstance(work, RunPhase | RunAgentVerify):
-        return work.role
-    if isinstance(work, RunFinalizeStep) and work.command is None:
-        return work.role or "finalize"
-    return None
-
-
-def before_first_session(
-    s: BuildState, work: Work, first: FirstSession
-) -> RaiseEscalation | Wait | None:
-    """The runner rendered the prompt of ``work``'s session: whether it fits when it is its
-    role's first, estimated from ``first`` (None: it may start; else what ``decide``
-    would have returned, had it known the prompt)."""
-    return _budget(s, work, first)
-
-
-def _budget(
-    s: BuildState, work: Work, first: FirstSession | None = None
-) -> RaiseEscalation | Wait | None:
-    """Budgets are hard: stop before a session the remaining budget cannot cover.
-
-    A session that fits only once the sessions running in other tasks have ended waits
-    for them; the question comes when it would not fit even then.
-    """
-    problem = over_budget(s, _role(work), first)
-    if problem is None:
-        return None
-    alone = s.model_copy(update={"reserved_tokens": 0, "reserved_usd": 0.0})
-    if (s.reserved_tokens or s.reserved_usd) and over_budget(alone, _role(work), first) is None:
-        return Wait("budget")
-    round_ = work.round if isinstance(work, RunPhase | RunCheck | RunAgentVerify) else s.impl_round
-    return _escalate(
-        s,
-        _work_phase(work),
-        round_,
-        "budget",
-        f"The build stopped at its budget: {problem}. Its work so far is on the build "
-        "branch. Answer to allow as much again, or abort the build.",
-    )
-
-
-def _guard(s: BuildState, work: Work) -> Decision:
-    """The retry guard: a phase that keeps failing, or failed for good, asks a human."""
-    over = _budget(s, work)
-    if over is not None:
-        return over
-    if isinstance(work, RunFinalizeStep):
-        return work
-    phase = _work_phase(work)
-    if isinstance(work, RunPhase) and attempt_key(phase, work.round) not in s.blocked:
-        climb = ladder.climb(s, work.role, phase, work.round)
-        if climb is not None:
-            return climb
-    stuck = _stuck(s, attempt_key(phase, work.round))
-    return work if stuck is None else _escalate(s, phase, work.round, *stuck)
-
-
-def _stuck(s: BuildState, key: str) -> tuple[Cause, str] | None:
-    """Why the phase ``key`` may not run again until a person answers (None: it may)."""
-    if key in s.blocked:
-        return "permanent-failure", (
-            f"{key} failed with an error that retrying will not fix: {_clip(s.blocked[key])}"
-            " -- answer once it is fixed (or with guidance), or abort the build."
-        )
-    cut = s.interruptions.get(key, 0)
-    if cut >= interruption_limit(s):
-        return "interrupted", (
-            f"{key} was cut short {cut} times (Ctrl-C or a runner that stopped); last: "
-            f"{_last_error(s, key)} -- answer to try again, or abort."
-        )
-    failures = s.attempts.get(key, 0)
-    if failures >= s.config.policy.max_phase_attempts:
-        return "attempts", (
-            f"{key} failed {failures} times; last error: {_last_error(s, key)} -- answer to"
-            " try again (with any guidance), or abort the build."
-        )
-    return None
-
-
-def _last_error(s: BuildState, key: str) -> str:
-    return _clip(s.last_error.get(key, "unknown"))
-
-
-def next_escalation_id(s: BuildState) -> str:
-    """The id the next escalation of the build gets (e1, e2, …), whoever raises it."""
-    return f"e{s.escalation_count + 1}"
-
-
-def _escalate(
-    s: BuildState, phase: str, round_: int, cause: Cause, question: str
-) -> RaiseEscalation:
-    """The policy asks a human: the build parks on ``question`` until it is answered."""
-    return RaiseEscalation(
-        id=next_escalation_id(s), phase=phase, round=round_, cause=cause, question=question
-    )
-
-
-def _clip(text: str, limit: int = 400, head: int = 120) -> str:
-    """``text`` on one line, at most ``limit`` characters: its start (what failed) and its
-    end, where test runners print their summary (pytest's ``FAILED …`` lines)."""
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    return f"{text[:head]} ... {text[-(limit - head - 5) :]}"

@@ -23,9 +23,9 @@ from agentrun.kernel.decide import (
     SkipVerify,
     StartCandidates,
     StartTask,
-    next_escalation_id,
 )
 from agentrun.kernel.draft import Draft
+from agentrun.kernel.guard import next_escalation_id
 from agentrun.kernel.state import BuildState
 
 _ACKS = {"pause": ev.BuildPaused, "resume": ev.BuildResumed, "abort": ev.BuildAborted}

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from agentrun import events as ev
 from agentrun.errors import VerbError
 from agentrun.kernel import rules, tasks
-from agentrun.kernel.decide import next_escalation_id
 from agentrun.kernel.draft import Draft
 from agentrun.kernel.graph import GraphError
 from agentrun.kernel.graph import parse as parse_graph
+from agentrun.kernel.guard import next_escalation_id
 from agentrun.kernel.rules import (
     ANY_PHASE_VERBS,
     PHASE_VERBS,

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import assert_never
 
 import pygit2
-from pygit2.enums import ReferenceFilter
 
 from agentrun import isolation, procs, secrets
 from agentrun.errors import (
@@ -22,9 +21,6 @@ from agentrun.errors import (
     ConcurrentUpdateError,
     ForgeError,
     RuntimeSetupError,
-)
-from agentrun.events import (
-    ObservationRecorded,
 )
 from agentrun.kernel import approval
 from agentrun.kernel import runner as kernel_runner
@@ -59,6 +55,7 @@ from agentrun.runner.publish import Publisher
 from agentrun.runner.remote import RemoteRun, configured_remote
 from agentrun.runner.sessions import SessionRunner
 from agentrun.runner.tasks import TaskPool, integrate
+from agentrun.runner.user_refs import report_moved, user_refs
 from agentrun.runner.workspace import Workspace
 from agentrun.store.lease import Heartbeat, Lease, acquire, lease_ttl, task_key
 
@@ -365,53 +362,10 @@ class Runner:
             return
         before = user_refs(self.repo)
         if not setup.ensure(build, workspace):
-            self._report_moved(build, before, setup.PHASE)
+            report_moved(self.repo, build, self.observer, before, setup.PHASE)
             return  # it failed: the build parks with its output as the question
         work()
-        self._report_moved(build, before, _phase_of(decision))
-
-    def _report_moved(self, build: BuildHandle, before: dict[str, str], phase: str) -> None:
-        """A user branch or HEAD that moved while agents ran: said, and kept in the log.
-
-        agentrun never writes there; without isolation an agent can. Not stopped: the
-        person may have committed meanwhile themselves.
-        """
-        after = user_refs(self.repo)
-        moved = [
-            f"{name.removeprefix('refs/heads/')} ({_short(before.get(name))} -> "
-            f"{_short(after.get(name))})"
-            for name in sorted(set(before) | set(after))
-            if before.get(name) != after.get(name)
-        ]
-        if not moved:
-            return
-        text = (
-            f"during {phase}, {', '.join(moved)} moved; agentrun never writes there: "
-            "check that the change is yours"
-        )
-        self.observer.warning(f"build {self.slug}: {text}")
-        build.append([Draft(ObservationRecorded(phase=phase, text=text))])
-
-
-def user_refs(repo: pygit2.Repository) -> dict[str, str]:
-    """The user's own branches (outside ``agentrun/``) and what HEAD points at."""
-    found = {}
-    # Branches only: the log, lease and proposal refs (one of each per build) and tags
-    # are not listed at all.
-    for ref in repo.references.iterator(ReferenceFilter.BRANCHES):
-        name = ref.name
-        if name.startswith("refs/heads/") and not name.startswith("refs/heads/agentrun/"):
-            found[name] = str(ref.target)
-    head = repo.references.get("HEAD")
-    if head is not None:
-        found["HEAD"] = str(head.target)
-    return found
-
-
-def _short(target: str | None) -> str:
-    if target is None:
-        return "deleted"
-    return target.removeprefix("refs/heads/") if target.startswith("refs/") else target[:10]
+        report_moved(self.repo, build, self.observer, before, _phase_of(decision))
 
 
 def _phase_of(

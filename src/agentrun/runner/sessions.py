@@ -26,7 +26,8 @@ from agentrun.events import CodeReviewVerdict
 from agentrun.gitrepo import common_dir
 from agentrun.kernel import sessions as record
 from agentrun.kernel.budget import FirstSession, remaining_budget, remaining_wall_seconds
-from agentrun.kernel.decide import RunPhase, Wait, before_first_session
+from agentrun.kernel.decide import RunPhase, Wait
+from agentrun.kernel.guard import before_first_session
 from agentrun.kernel.runner import made
 from agentrun.kernel.session_end import PRODUCERS
 from agentrun.kernel.sessions import AgentWork, SessionJob, Turn, job_of, subject
