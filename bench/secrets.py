@@ -5,8 +5,10 @@
 ``recall``: the fakes of tests/secrets/corpus.py (every provider's documented format,
 random bodies) under several seeds; a fake counts as caught when ``scrub`` removes it
 and ``shape_in`` names a line of it.
-``false positives``: every line of two popular sdists (requests, rich), downloaded now
-with pip, that ``shape_in`` flags, each listed for a person to judge.
+``false positives``: every line of popular sdists (requests, httpx, SQLAlchemy, kombu and
+others whose docs and tests are full of URLs with passwords and Authorization headers),
+downloaded now with pip, that ``shape_in`` flags, each listed for a person to judge, and
+the count per project.
 ``scrub``: median time to scrub a typical 20 KB transcript, and one event message,
 against the 8 shapes agentrun knew before (kept here only as the baseline).
 Targets: recall 100% on the test seeds, no false positive.
@@ -37,7 +39,17 @@ from typing import Any  # noqa: E402
 
 from agentrun import secrets  # noqa: E402
 
-PROJECTS = ("requests==2.32.3", "rich==13.9.4")
+PROJECTS = (
+    "requests==2.32.3",
+    "rich==13.9.4",
+    "httpx==0.28.1",
+    "sqlalchemy==2.0.36",
+    "kombu==5.4.2",
+    "boltons==24.1.0",
+    "tabulate==0.9.0",
+    "toolz==1.0.0",
+    "more-itertools==10.5.0",
+)
 
 # --- the baseline: the 8 shapes before data/shapes.toml ------------------------------------
 _NOT_WORD = r"(?<![A-Za-z0-9_-])"

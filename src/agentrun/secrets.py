@@ -9,21 +9,23 @@ tokens). The pre-push hook and the runner's guards find the same shapes in diffs
 The shapes are data, ``data/shapes.toml``: one rule per token format, each citing the
 provider's description. They are read on first use and each rule is compiled only when
 text holds one of its keywords, so a process that never meets a secret pays little.
+A credential known by where it stands (a URL's password, an ``Authorization`` header's
+value) must also pass its rule's check in ``passwords``: real, not a placeholder.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import math
 import re
 import threading
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentrun.environment import ALWAYS_SECRET, CREDENTIAL_SUFFIXES, key_variable
+from agentrun.passwords import CHECKS
+from agentrun.passwords import entropy as entropy  # the rules' measure, named here too
 
 if TYPE_CHECKING:
     from agentrun.config import Config
@@ -55,6 +57,7 @@ class Shape:
     entropy: float = 0.0  # bits per character the secret must exceed
     allowed: tuple[str, ...] = ()  # patterns of values that are not secrets
     anchored: bool = False  # a match starts with a keyword: try only there
+    check: str = ""  # a check of passwords.CHECKS the secret must pass too
 
     @functools.cached_property
     def _rx(self) -> re.Pattern[str]:
@@ -71,9 +74,15 @@ class Shape:
             secret = text[start:end]
             if self.entropy and entropy(secret) <= self.entropy:
                 continue
-            if any(allowed.search(secret) for allowed in self._allowed_rx):
+            if self._allowed(secret):
+                continue
+            if self.check and not CHECKS[self.check](secret, self._allowed):
                 continue
             yield start, end
+
+    def _allowed(self, value: str) -> bool:
+        """Whether one of this rule's allow lists says ``value`` is not a secret."""
+        return any(allowed.search(value) for allowed in self._allowed_rx)
 
     def _matches(self, text: str) -> Iterator[re.Match[str]]:
         lowered = text.lower()
@@ -87,12 +96,6 @@ class Shape:
                 if found is not None:
                     yield found
                 at = lowered.find(keyword, at + 1)
-
-
-def entropy(text: str) -> float:
-    """Shannon entropy of ``text`` in bits per character."""
-    counts = Counter(text).values()
-    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts) if text else 0.0
 
 
 def shape_in(line: str) -> str | None:
@@ -197,6 +200,7 @@ def _loaded() -> tuple[tuple[Shape, ...], tuple[tuple[str, tuple[int, ...]], ...
             rule.get("entropy", 0.0),
             tuple(p for name in ("everywhere", *rule.get("allow", ())) for p in allowlists[name]),
             rule.get("anchored", False),
+            rule.get("check", ""),
         )
         for rule in data["rule"]
     )

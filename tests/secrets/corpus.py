@@ -348,6 +348,60 @@ def telegram(rng: random.Random) -> list[tuple[str, ...]]:
     return [("Telegram", f"{bot}:AA{pick(rng, B64URL, 33)}", "TELEGRAM_BOT_TOKEN")]
 
 
+def url_credentials(rng: random.Random) -> list[tuple[str, ...]]:
+    # RFC 3986 §3.2.1: scheme://user:password@host, reserved characters of the password
+    # percent-encoded. As services hand them out: Heroku Postgres (a 64-hex password),
+    # Redis Cloud and CloudAMQP (32 characters), MongoDB Atlas (mongodb+srv), a password
+    # with @ and / encoded; GitHub's token as the user with x-oauth-basic.
+    user = pick(rng, string.ascii_lowercase, 14)
+    heroku = pick(rng, HEX, 64)
+    redis = pick(rng, ALNUM, 32)
+    amqp = pick(rng, B64URL, 32)
+    atlas = pick(rng, ALNUM, 20)
+    encoded = f"{pick(rng, ALNUM, 10)}%40{pick(rng, ALNUM, 8)}%2F{pick(rng, ALNUM, 4)}"
+    token = pick(rng, HEX, 40)
+    port = rng.randrange(10000, 19999)
+    return [
+        ("URL password", heroku, "DATABASE_URL",
+         f"postgres://{user}:{heroku}@ec2-3-{port % 250}-1-2.compute-1.amazonaws.com:5432/{user}"),
+        ("URL password", redis, "REDIS_URL",
+         f"redis://default:{redis}@redis-{port}.c1.us-east-1-2.ec2.cloud.redislabs.com:{port}"),
+        ("URL password", amqp, "CLOUDAMQP_URL", f"amqps://{user}:{amqp}@rat.rmq2.cloudamqp.com/{user}"),
+        ("URL password", atlas, "MONGODB_URI",
+         f"mongodb+srv://admin:{atlas}@cluster0.{pick(rng, HEX, 5)}.mongodb.net/?retryWrites=true"),
+        ("URL password", encoded, "DB_URL", f"mysql://app:{encoded}@db.internal:3306/app"),
+        ("URL password", token, "REMOTE", f"https://{token}:x-oauth-basic@github.com/acme/app.git"),
+    ]  # fmt: skip
+
+
+def authorization(rng: random.Random) -> list[tuple[str, ...]]:
+    # RFC 7235 §2.1 credentials = auth-scheme [token68]; RFC 6750 Bearer; RFC 7617 Basic
+    # (base64 of user:password, or of an API key and an empty password, as Stripe and
+    # Twilio take it); Django REST framework's and GitHub's Token; Okta's SSWS (00 and 40
+    # characters); Discord's Bot (three base64url parts). Met as a header line, in curl,
+    # in JSON, in a dict, as a call's arguments.
+    def basic(user: str, password: str) -> str:
+        return base64.b64encode(f"{user}:{password}".encode()).decode()
+
+    bearer = pick(rng, B64URL, 40)
+    token = pick(rng, HEX, 40)
+    login = basic(pick(rng, string.ascii_lowercase, 8), pick(rng, ALNUM, 20))
+    keyed = basic(pick(rng, ALNUM, 32), "")
+    okta = "00" + pick(rng, B64URL, 40)
+    bot = f"{pick(rng, B64URL, 24)}.{pick(rng, B64URL, 6)}.{pick(rng, B64URL, 27)}"
+    proxy = basic("ci", pick(rng, ALNUM, 24))
+    return [
+        ("Authorization header", bearer, "",
+         f'curl -H "Authorization: Bearer {bearer}" https://api.internal/v1/items'),
+        ("Authorization header", token, "", f"headers = {{'Authorization': 'Token {token}'}}"),
+        ("Authorization header", login, "", f"Authorization: Basic {login}"),
+        ("Authorization header", keyed, "", f'{{"authorization": "Basic {keyed}"}}'),
+        ("Authorization header", okta, "", f'req.Header.Set("Authorization", "SSWS {okta}")'),
+        ("Authorization header", bot, "", f"authorization: Bot {bot}"),
+        ("Authorization header", proxy, "", f"-H 'Proxy-Authorization: Basic {proxy}'"),
+    ]  # fmt: skip
+
+
 def generic(rng: random.Random) -> list[tuple[str, ...]]:
     # No provider: an assignment of api_key, password, secret or token to a random value
     # (24 to 40 characters of base62 and some punctuation: above 3.5 bits per character).
@@ -384,6 +438,8 @@ GENERATORS: tuple[Gen, ...] = (
     postman,
     doppler,
     telegram,
+    url_credentials,
+    authorization,
     generic,
 )
 
@@ -395,7 +451,9 @@ def fakes(seed: int = SEED) -> list[Fake]:
     for generator in GENERATORS:
         for provider, secret, name, *whole in generator(rng):
             text = whole[0] if whole else secret
-            if not name:  # a key block stands alone
+            if provider == "Authorization header":  # a header is its own line
+                line = text
+            elif not name:  # a key block stands alone
                 line = f"the key:\n{text}\nend"
             elif provider in ("AWS secret", "Twilio", "generic", "Mailgun") and text == secret:
                 line = _assigned(rng, name, secret)  # a bare value is only a secret by its name
